@@ -1,0 +1,45 @@
+# bidgate: run it with `make run`, test it with `make test`.
+
+PGHOST ?= 127.0.0.1
+PGPORT ?= 5432
+PGUSER ?= postgres
+DBNAME ?= bidgate
+export BIDGATE_POSTGRES_URL ?= postgres://$(PGUSER)@$(PGHOST):$(PGPORT)/$(DBNAME)?sslmode=disable
+
+STATICCHECK = go run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+.PHONY: run build test bench lint db check-postgres
+
+## run: start bidgate on :8080 against the local PostgreSQL (creates the database if missing)
+run: db
+	go run ./cmd/bidgate serve
+
+## build: compile bin/bidgate
+build:
+	go build -o bin/bidgate ./cmd/bidgate
+
+## test: every test, with the race detector, against the local PostgreSQL
+test: check-postgres
+	go vet ./...
+	go test -race -count=1 -timeout 9m ./...
+
+## bench: the Go benchmarks (HTTP bid paths)
+bench: check-postgres
+	go test -run '^$$' -bench . -benchtime 3s -count 3 ./gateway/
+
+## lint: gofmt, go vet and staticcheck
+lint:
+	@test -z "$$(gofmt -l .)" || { echo "gofmt needed on:"; gofmt -l .; exit 1; }
+	go vet ./...
+	$(STATICCHECK) ./...
+
+check-postgres:
+	@pg_isready -q -h $(PGHOST) -p $(PGPORT) || { \
+	  echo "PostgreSQL is not answering on $(PGHOST):$(PGPORT)."; \
+	  echo "Start it (Debian: pg_ctlcluster --skip-systemctl-redirect \$$(ls /etc/postgresql) main start)"; \
+	  echo "or point PGHOST/PGPORT (and BIDGATE_POSTGRES_URL) at a running server."; \
+	  exit 1; }
+
+db: check-postgres
+	@psql -h $(PGHOST) -p $(PGPORT) -U $(PGUSER) -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$(DBNAME)'" | grep -q 1 \
+	  || psql -h $(PGHOST) -p $(PGPORT) -U $(PGUSER) -d postgres -qc 'CREATE DATABASE "$(DBNAME)"'

@@ -1,0 +1,129 @@
+// Package bidgate holds the domain types every part of the auction backend
+// shares: auctions, bids, amounts and the outcomes of placing a bid.
+//
+// The roles live in their own packages (gateway, shard, persist, ...); this
+// package imports none of them.
+package bidgate
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/shopspring/decimal"
+)
+
+// Status is an auction's life-cycle state. An auction past its end time stays
+// OPEN until the closer settles it; bids are refused by the end-time check
+// itself, not by the status.
+type Status string
+
+const (
+	StatusOpen   Status = "OPEN"
+	StatusClosed Status = "CLOSED"
+)
+
+// Mode says which store serializes an auction's bids: PostgreSQL (cold) or
+// Redis (hot).
+type Mode string
+
+const (
+	ModeCold Mode = "COLD"
+	ModeHot  Mode = "HOT"
+)
+
+// Defaults and bounds of an auction's settings.
+const (
+	DefaultExtendWindow = 2 * time.Minute
+	DefaultExtendBy     = 2 * time.Minute
+	MaxExtension        = 24 * time.Hour
+	MaxTitleLength      = 200
+	// MaxAuctionDuration bounds how far in the future an auction may end.
+	MaxAuctionDuration = 366 * 24 * time.Hour
+)
+
+// Auction is the current state of one auction.
+type Auction struct {
+	ID           int64
+	SellerID     int64
+	Title        string
+	StartPrice   decimal.Decimal
+	CurrentPrice decimal.Decimal
+	MinIncrement decimal.Decimal
+	LeaderID     int64 // 0 while nobody has bid
+	Status       Status
+	Mode         Mode
+	EndTime      time.Time
+	ExtendWindow time.Duration
+	ExtendBy     time.Duration
+	BidCount     int64
+	CreatedAt    time.Time
+}
+
+// MinimumBid is the lowest amount the auction accepts next.
+func (a Auction) MinimumBid() decimal.Decimal {
+	return a.CurrentPrice.Add(a.MinIncrement)
+}
+
+// NewAuction is what a seller asks for. Validate it before use.
+type NewAuction struct {
+	SellerID     int64
+	Title        string
+	StartPrice   decimal.Decimal
+	MinIncrement decimal.Decimal
+	EndTime      time.Time
+	Hot          bool
+	ExtendWindow time.Duration
+	ExtendBy     time.Duration
+}
+
+// Validate checks everything that does not need a clock; whether EndTime lies
+// in the future is decided by the store, with its own time.
+func (n *NewAuction) Validate() error {
+	if n.SellerID <= 0 {
+		return InvalidInput("invalid_seller_id", "sellerId must be a positive integer")
+	}
+	n.Title = strings.TrimSpace(n.Title)
+	if err := validateTitle(n.Title); err != nil {
+		return err
+	}
+	if err := CheckMoney("startPrice", n.StartPrice, true); err != nil {
+		return err
+	}
+	if err := CheckMoney("minIncrement", n.MinIncrement, false); err != nil {
+		return err
+	}
+	if n.StartPrice.Add(n.MinIncrement).GreaterThan(MaxAmount) {
+		return InvalidInput("invalid_amount", "startPrice + minIncrement exceeds the largest amount "+MaxAmount.StringFixed(2))
+	}
+	if n.EndTime.IsZero() {
+		return InvalidInput("invalid_end_time", "endTime is required (RFC 3339)")
+	}
+	// The anti-sniping extension must be at least a second: a bid accepted in
+	// the last instant then always ends before the extended end.
+	if n.ExtendWindow < 0 || n.ExtendWindow > MaxExtension || n.ExtendWindow%time.Second != 0 {
+		return InvalidInput("invalid_extension", "extendWindowSeconds must be a whole number from 0 to 86400")
+	}
+	if n.ExtendBy < time.Second || n.ExtendBy > MaxExtension || n.ExtendBy%time.Second != 0 {
+		return InvalidInput("invalid_extension", "extendBySeconds must be a whole number from 1 to 86400")
+	}
+	return nil
+}
+
+func validateTitle(title string) error {
+	n := utf8.RuneCountInString(title)
+	if n == 0 || n > MaxTitleLength {
+		return InvalidInput("invalid_title", fmt.Sprintf("title must be 1 to %d characters after trimming white space", MaxTitleLength))
+	}
+	if !utf8.ValidString(title) {
+		return InvalidInput("invalid_title", "title must be valid UTF-8")
+	}
+	for _, r := range title {
+		if unicode.IsControl(r) {
+			return InvalidInput("invalid_title", "title must not contain control characters")
+		}
+	}
+	return nil
+}

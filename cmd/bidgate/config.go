@@ -1,0 +1,82 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+)
+
+// config is every setting of the binary. Each flag --some-name can also be
+// set by the environment variable BIDGATE_SOME_NAME; a flag on the command
+// line wins.
+type config struct {
+	Listen          string
+	PostgresURL     string
+	PostgresConns   int
+	RequestTimeout  time.Duration
+	ShutdownTimeout time.Duration
+	LogLevel        string
+	LogFormat       string
+	Migrate         bool
+}
+
+func parseConfig(cmd string, args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("bidgate "+cmd, flag.ContinueOnError)
+	fs.StringVar(&c.PostgresURL, "postgres-url", "postgres://postgres@127.0.0.1:5432/bidgate?sslmode=disable", "PostgreSQL connection URL")
+	fs.IntVar(&c.PostgresConns, "postgres-conns", 32, "PostgreSQL pool size")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	if cmd == "serve" {
+		fs.StringVar(&c.Listen, "listen", ":8080", "HTTP listen address")
+		fs.DurationVar(&c.RequestTimeout, "request-timeout", 5*time.Second, "time budget of one request's store calls")
+		fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long graceful shutdown waits for in-flight requests")
+		fs.BoolVar(&c.Migrate, "migrate", true, "apply database migrations at start-up")
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: bidgate %s [flags]\n\nEvery flag can also be set as BIDGATE_<FLAG_NAME> in the environment.\n\n", cmd)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		env := "BIDGATE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok && !set[f.Name] && err == nil {
+			if e := f.Value.Set(v); e != nil {
+				err = fmt.Errorf("%s=%q: %w", env, v, e)
+			}
+		}
+	})
+	if err != nil {
+		return c, err
+	}
+	if c.PostgresConns < 1 || c.PostgresConns > 1000 {
+		return c, fmt.Errorf("--postgres-conns must be from 1 to 1000, got %d", c.PostgresConns)
+	}
+	return c, nil
+}
+
+func (c config) logger() (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch c.LogFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json, got %q", c.LogFormat)
+}

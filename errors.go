@@ -1,0 +1,46 @@
+package bidgate
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/shopspring/decimal"
+)
+
+// Errors a bid or an auction request can end in. The gateway maps each to an
+// HTTP status and a stable problem code.
+var (
+	ErrAuctionNotFound      = errors.New("auction not found")
+	ErrAuctionClosed        = errors.New("auction closed")
+	ErrBidTooLow            = errors.New("bid too low")
+	ErrIdempotencyKeyReused = errors.New("idempotency key reused with a different bid")
+	ErrEndTimeOutOfRange    = errors.New("end time out of range")
+)
+
+// BidTooLowError tells the bidder what it would take.
+type BidTooLowError struct {
+	CurrentPrice decimal.Decimal
+	MinimumBid   decimal.Decimal
+}
+
+func (e *BidTooLowError) Error() string {
+	return fmt.Sprintf("bid too low: current price %s, minimum bid %s",
+		FormatMoney(e.CurrentPrice), FormatMoney(e.MinimumBid))
+}
+
+func (e *BidTooLowError) Is(target error) bool { return target == ErrBidTooLow }
+
+// InputError is a client mistake found before anything was changed.
+type InputError struct {
+	Code   string // stable, machine-readable
+	Detail string
+}
+
+func (e *InputError) Error() string { return e.Detail }
+
+// InvalidInput returns an *InputError.
+func InvalidInput(code, detail string) error { return &InputError{Code: code, Detail: detail} }
+
+// ErrUnavailable wraps failures of a store (PostgreSQL, Redis) that is down or
+// too slow: the request may be retried later.
+var ErrUnavailable = errors.New("dependency unavailable")

@@ -1,0 +1,136 @@
+package gateway
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"bidgate"
+)
+
+type createAuctionRequest struct {
+	SellerID            int64         `json:"sellerId"`
+	Title               *string       `json:"title"`
+	StartPrice          bidgate.Money `json:"startPrice"`
+	MinIncrement        bidgate.Money `json:"minIncrement"`
+	EndTime             *string       `json:"endTime"`
+	Hot                 bool          `json:"hot"`
+	ExtendWindowSeconds *int64        `json:"extendWindowSeconds"`
+	ExtendBySeconds     *int64        `json:"extendBySeconds"`
+}
+
+// toNewAuction checks presence and formats; bidgate.NewAuction.Validate
+// checks the values.
+func (r createAuctionRequest) toNewAuction() (bidgate.NewAuction, error) {
+	switch {
+	case r.Title == nil:
+		return bidgate.NewAuction{}, bidgate.InvalidInput("invalid_title", "title is required")
+	case !r.StartPrice.Set:
+		return bidgate.NewAuction{}, bidgate.InvalidInput("invalid_amount", "startPrice is required")
+	case !r.MinIncrement.Set:
+		return bidgate.NewAuction{}, bidgate.InvalidInput("invalid_amount", "minIncrement is required")
+	case r.EndTime == nil:
+		return bidgate.NewAuction{}, bidgate.InvalidInput("invalid_end_time", "endTime is required (RFC 3339)")
+	}
+	end, err := time.Parse(time.RFC3339Nano, *r.EndTime)
+	if err != nil {
+		return bidgate.NewAuction{}, bidgate.InvalidInput("invalid_end_time", "endTime must be an RFC 3339 time such as 2030-01-02T15:04:05Z")
+	}
+	n := bidgate.NewAuction{
+		SellerID: r.SellerID, Title: *r.Title, StartPrice: r.StartPrice.Decimal,
+		MinIncrement: r.MinIncrement.Decimal, EndTime: end, Hot: r.Hot,
+		ExtendWindow: bidgate.DefaultExtendWindow, ExtendBy: bidgate.DefaultExtendBy,
+	}
+	if w := r.ExtendWindowSeconds; w != nil {
+		if *w < 0 || *w > int64(bidgate.MaxExtension/time.Second) {
+			return n, bidgate.InvalidInput("invalid_extension", "extendWindowSeconds must be from 0 to 86400")
+		}
+		n.ExtendWindow = time.Duration(*w) * time.Second
+	}
+	if b := r.ExtendBySeconds; b != nil {
+		if *b < 1 || *b > int64(bidgate.MaxExtension/time.Second) {
+			return n, bidgate.InvalidInput("invalid_extension", "extendBySeconds must be from 1 to 86400")
+		}
+		n.ExtendBy = time.Duration(*b) * time.Second
+	}
+	return n, nil
+}
+
+type auctionResponse struct {
+	ID                  int64  `json:"id"`
+	SellerID            int64  `json:"sellerId"`
+	Title               string `json:"title"`
+	StartPrice          string `json:"startPrice"`
+	CurrentPrice        string `json:"currentPrice"`
+	MinIncrement        string `json:"minIncrement"`
+	MinimumBid          string `json:"minimumBid"`
+	LeaderID            *int64 `json:"leaderId"`
+	Status              string `json:"status"`
+	EndTime             string `json:"endTime"`
+	Hot                 bool   `json:"hot"`
+	BidCount            int64  `json:"bidCount"`
+	ExtendWindowSeconds int64  `json:"extendWindowSeconds"`
+	ExtendBySeconds     int64  `json:"extendBySeconds"`
+	CreatedAt           string `json:"createdAt"`
+}
+
+func newAuctionResponse(a bidgate.Auction) auctionResponse {
+	r := auctionResponse{
+		ID: a.ID, SellerID: a.SellerID, Title: a.Title,
+		StartPrice:   bidgate.FormatMoney(a.StartPrice),
+		CurrentPrice: bidgate.FormatMoney(a.CurrentPrice),
+		MinIncrement: bidgate.FormatMoney(a.MinIncrement),
+		MinimumBid:   bidgate.FormatMoney(a.MinimumBid()),
+		Status:       string(a.Status), EndTime: formatTime(a.EndTime), Hot: a.Mode == bidgate.ModeHot,
+		BidCount:            a.BidCount,
+		ExtendWindowSeconds: int64(a.ExtendWindow / time.Second),
+		ExtendBySeconds:     int64(a.ExtendBy / time.Second),
+		CreatedAt:           formatTime(a.CreatedAt),
+	}
+	if a.LeaderID != 0 {
+		leader := a.LeaderID
+		r.LeaderID = &leader
+	}
+	return r
+}
+
+// createAuction serves POST /auctions.
+func (s *Server) createAuction(ctx *fasthttp.RequestCtx) {
+	var req createAuctionRequest
+	if err := decodeJSON(ctx, &req); err != nil {
+		writeProblem(ctx, problemFor(err, s.log))
+		return
+	}
+	n, err := req.toNewAuction()
+	if err != nil {
+		writeProblem(ctx, problemFor(err, s.log))
+		return
+	}
+	c, cancel := s.requestContext(ctx)
+	defer cancel()
+	a, err := s.auctions.CreateAuction(c, n)
+	if err != nil {
+		writeProblem(ctx, problemFor(err, s.log))
+		return
+	}
+	ctx.Response.Header.Set("Location", "/auctions/"+strconv.FormatInt(a.ID, 10))
+	writeJSON(ctx, fasthttp.StatusCreated, newAuctionResponse(a))
+}
+
+// getAuction serves GET /auctions/{id}.
+func (s *Server) getAuction(ctx *fasthttp.RequestCtx) {
+	id, err := pathID(ctx, "id")
+	if err != nil {
+		writeProblem(ctx, problemFor(err, s.log))
+		return
+	}
+	c, cancel := s.requestContext(ctx)
+	defer cancel()
+	a, err := s.auctions.Auction(c, id)
+	if err != nil {
+		writeProblem(ctx, problemFor(err, s.log))
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, newAuctionResponse(a))
+}

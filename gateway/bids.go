@@ -1,0 +1,119 @@
+package gateway
+
+import (
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/valyala/fasthttp"
+
+	"bidgate"
+)
+
+type bidRequest struct {
+	BidderID int64         `json:"bidderId"`
+	Amount   bidgate.Money `json:"amount"`
+}
+
+type bidResponse struct {
+	AuctionID  int64  `json:"auctionId"`
+	BidderID   int64  `json:"bidderId"`
+	Amount     string `json:"amount"`
+	RequestID  string `json:"requestId"`
+	AcceptedAt string `json:"acceptedAt"`
+	EndTime    string `json:"endTime"`
+	Seq        int64  `json:"seq"`
+}
+
+func newBidResponse(b bidgate.Bid) bidResponse {
+	return bidResponse{AuctionID: b.AuctionID, BidderID: b.BidderID, Amount: bidgate.FormatMoney(b.Amount),
+		RequestID: b.RequestID.String(), AcceptedAt: formatTime(b.AcceptedAt), EndTime: formatTime(b.EndTime), Seq: b.Seq}
+}
+
+// idempotencyKey reads the required Idempotency-Key header: a UUID in its
+// canonical 36-character form, any case.
+func idempotencyKey(ctx *fasthttp.RequestCtx) (uuid.UUID, error) {
+	h := ctx.Request.Header.Peek("Idempotency-Key")
+	if len(h) == 0 {
+		return uuid.Nil, bidgate.InvalidInput("missing_idempotency_key", "the Idempotency-Key header (a UUID) is required")
+	}
+	id, err := uuid.ParseBytes(h)
+	if err != nil || len(h) != 36 || id == uuid.Nil {
+		return uuid.Nil, bidgate.InvalidInput("invalid_idempotency_key", "Idempotency-Key must be a UUID such as 3f1c7a52-8a3e-4c2b-9d43-2b8f0e6a9c11")
+	}
+	return id, nil
+}
+
+// parseBid turns a request into a BidRequest, or an *InputError.
+func parseBid(ctx *fasthttp.RequestCtx) (bidgate.BidRequest, error) {
+	auctionID, err := pathID(ctx, "id")
+	if err != nil {
+		return bidgate.BidRequest{}, err
+	}
+	key, err := idempotencyKey(ctx)
+	if err != nil {
+		return bidgate.BidRequest{}, err
+	}
+	var body bidRequest
+	if err := decodeJSON(ctx, &body); err != nil {
+		return bidgate.BidRequest{}, err
+	}
+	if !body.Amount.Set {
+		return bidgate.BidRequest{}, bidgate.InvalidInput("invalid_amount", "amount is required")
+	}
+	r := bidgate.BidRequest{AuctionID: auctionID, BidderID: body.BidderID, Amount: body.Amount.Decimal, RequestID: key}
+	return r, r.Validate()
+}
+
+// placeBid serves POST /auctions/{id}/bids.
+func (s *Server) placeBid(ctx *fasthttp.RequestCtx) {
+	start := time.Now()
+	outcome := "invalid"
+	defer func() {
+		s.metrics.bids.WithLabelValues(outcome).Inc()
+		s.metrics.bidDuration.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
+	}()
+
+	r, err := parseBid(ctx)
+	if err != nil {
+		writeProblem(ctx, problemFor(err, s.log))
+		return
+	}
+	c, cancel := s.requestContext(ctx)
+	defer cancel()
+	res, err := s.auctions.PlaceBid(c, r)
+	outcome = bidOutcome(res, err)
+	if err != nil {
+		writeProblem(ctx, problemFor(err, s.log))
+		return
+	}
+	status := fasthttp.StatusCreated
+	if res.Replayed {
+		status = fasthttp.StatusOK
+	}
+	writeJSON(ctx, status, newBidResponse(res.Bid))
+}
+
+// bidOutcome names a bid's result for metrics.
+func bidOutcome(res bidgate.BidResult, err error) string {
+	var input *bidgate.InputError
+	switch {
+	case err == nil && res.Replayed:
+		return "replayed"
+	case err == nil:
+		return "accepted"
+	case errors.Is(err, bidgate.ErrBidTooLow):
+		return "too_low"
+	case errors.Is(err, bidgate.ErrAuctionClosed):
+		return "closed"
+	case errors.Is(err, bidgate.ErrIdempotencyKeyReused):
+		return "key_reused"
+	case errors.Is(err, bidgate.ErrAuctionNotFound):
+		return "not_found"
+	case errors.As(err, &input):
+		return "invalid"
+	case errors.Is(err, bidgate.ErrUnavailable):
+		return "unavailable"
+	}
+	return "error"
+}

@@ -1,0 +1,42 @@
+package gateway
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	requests    *prometheus.CounterVec
+	bids        *prometheus.CounterVec
+	bidDuration *prometheus.HistogramVec
+	panics      prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bidgate_http_requests_total",
+			Help: "HTTP requests by route and status code.",
+		}, []string{"route", "status"}),
+		bids: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bidgate_bids_total",
+			Help: "Bids by outcome (accepted, replayed, too_low, closed, key_reused, not_found, invalid, unavailable, error).",
+		}, []string{"outcome"}),
+		bidDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "bidgate_bid_duration_seconds",
+			Help:    "Time to answer a bid, by outcome.",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5},
+		}, []string{"outcome"}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_http_panics_total",
+			Help: "Requests whose handler panicked (answered 500).",
+		}),
+	}
+	reg.MustRegister(m.requests, m.bids, m.bidDuration, m.panics)
+	return m
+}
+
+func (m *metrics) countRequest(route string, status int) {
+	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+}

@@ -1,0 +1,77 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/valyala/fasthttp"
+
+	"bidgate"
+)
+
+// problem is an RFC 9457 problem document. Code is stable and meant for
+// programs; Title and Detail are for people.
+type problem struct {
+	Type         string `json:"type"`
+	Title        string `json:"title"`
+	Status       int    `json:"status"`
+	Detail       string `json:"detail,omitempty"`
+	Code         string `json:"code"`
+	CurrentPrice string `json:"currentPrice,omitempty"`
+	MinimumBid   string `json:"minimumBid,omitempty"`
+}
+
+func newProblem(status int, code, detail string) problem {
+	return problem{Type: "urn:bidgate:problem:" + code, Title: http.StatusText(status),
+		Status: status, Detail: detail, Code: code}
+}
+
+// retryAfterSeconds is what 503 answers suggest to clients.
+const retryAfterSeconds = 1
+
+func writeProblem(ctx *fasthttp.RequestCtx, p problem) {
+	b, _ := json.Marshal(p)
+	ctx.Response.Header.SetContentType("application/problem+json")
+	if p.Status == fasthttp.StatusServiceUnavailable || p.Status == fasthttp.StatusTooManyRequests {
+		if len(ctx.Response.Header.Peek("Retry-After")) == 0 {
+			ctx.Response.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+		}
+	}
+	ctx.SetStatusCode(p.Status)
+	ctx.SetBody(b)
+}
+
+// problemFor maps an error from the shard to the answer the API promises.
+// Anything unknown is logged and becomes a 500 that says nothing inside.
+func problemFor(err error, log *slog.Logger) problem {
+	var (
+		input  *bidgate.InputError
+		tooLow *bidgate.BidTooLowError
+	)
+	switch {
+	case errors.As(err, &input):
+		return newProblem(fasthttp.StatusBadRequest, input.Code, input.Detail)
+	case errors.As(err, &tooLow):
+		p := newProblem(fasthttp.StatusConflict, "bid_too_low", err.Error())
+		p.CurrentPrice, p.MinimumBid = bidgate.FormatMoney(tooLow.CurrentPrice), bidgate.FormatMoney(tooLow.MinimumBid)
+		return p
+	case errors.Is(err, bidgate.ErrAuctionNotFound):
+		return newProblem(fasthttp.StatusNotFound, "auction_not_found", "no auction with this id")
+	case errors.Is(err, bidgate.ErrAuctionClosed):
+		return newProblem(fasthttp.StatusConflict, "auction_closed", "the auction has ended")
+	case errors.Is(err, bidgate.ErrIdempotencyKeyReused):
+		return newProblem(fasthttp.StatusUnprocessableEntity, "idempotency_key_reused",
+			"this Idempotency-Key was already used for a different bid on this auction")
+	case errors.Is(err, bidgate.ErrEndTimeOutOfRange):
+		return newProblem(fasthttp.StatusBadRequest, "invalid_end_time",
+			"endTime must be in the future and at most 366 days ahead")
+	case errors.Is(err, bidgate.ErrUnavailable):
+		log.Warn("dependency unavailable", "err", err)
+		return newProblem(fasthttp.StatusServiceUnavailable, "unavailable", "a data store is unavailable; retry later")
+	}
+	log.Error("request failed", "err", err)
+	return newProblem(fasthttp.StatusInternalServerError, "internal", "internal error")
+}

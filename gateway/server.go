@@ -1,0 +1,199 @@
+// Package gateway is bidgate's HTTP API on fasthttp: it validates requests,
+// hands them to the shard and writes the answers, errors as
+// application/problem+json.
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"bidgate"
+)
+
+// Auctions is what the gateway needs from the shard.
+type Auctions interface {
+	CreateAuction(ctx context.Context, n bidgate.NewAuction) (bidgate.Auction, error)
+	Auction(ctx context.Context, id int64) (bidgate.Auction, error)
+	PlaceBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidResult, error)
+}
+
+// Config tunes the HTTP server. Zero values take the defaults.
+type Config struct {
+	MaxBodyBytes   int           // default 64 KiB
+	RequestTimeout time.Duration // budget of one request's store calls; default 5s
+	ReadTimeout    time.Duration // default 10s
+	WriteTimeout   time.Duration // default 10s
+	IdleTimeout    time.Duration // keep-alive idle time; default 60s
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 64 << 10
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 5 * time.Second
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = 10 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 10 * time.Second
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 60 * time.Second
+	}
+}
+
+// Server serves the API.
+type Server struct {
+	cfg      Config
+	auctions Auctions
+	ready    func(context.Context) error
+	log      *slog.Logger
+	metrics  *metrics
+	http     *fasthttp.Server
+}
+
+// New builds a Server. ready reports whether the stores answer (GET /readyz);
+// metrics are registered on reg and served from it at GET /metrics.
+func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *prometheus.Registry, log *slog.Logger) *Server {
+	cfg.setDefaults()
+	s := &Server{cfg: cfg, auctions: auctions, ready: ready, log: log, metrics: newMetrics(reg)}
+
+	r := router.New()
+	r.POST("/auctions", s.route("create_auction", s.createAuction))
+	r.GET("/auctions/{id}", s.route("get_auction", s.getAuction))
+	r.POST("/auctions/{id}/bids", s.route("place_bid", s.placeBid))
+	r.GET("/healthz", s.route("healthz", func(ctx *fasthttp.RequestCtx) { writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ok"}) }))
+	r.GET("/readyz", s.route("readyz", s.readyz))
+	r.GET("/metrics", fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	r.NotFound = s.route("not_found", func(ctx *fasthttp.RequestCtx) {
+		writeProblem(ctx, newProblem(fasthttp.StatusNotFound, "route_not_found", "no such route"))
+	})
+	r.MethodNotAllowed = s.route("method_not_allowed", func(ctx *fasthttp.RequestCtx) {
+		writeProblem(ctx, newProblem(fasthttp.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this route"))
+	})
+	r.PanicHandler = s.recovered
+
+	s.http = &fasthttp.Server{
+		Handler:            r.Handler,
+		Name:               "bidgate",
+		MaxRequestBodySize: cfg.MaxBodyBytes,
+		ReadTimeout:        cfg.ReadTimeout,
+		WriteTimeout:       cfg.WriteTimeout,
+		IdleTimeout:        cfg.IdleTimeout,
+		ErrorHandler:       s.transportError,
+		Logger:             slogPrinter{log},
+	}
+	return s
+}
+
+// Serve answers requests on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error { return s.http.Serve(ln) }
+
+// Shutdown stops accepting connections and waits for in-flight requests.
+func (s *Server) Shutdown(ctx context.Context) error { return s.http.ShutdownWithContext(ctx) }
+
+// route counts the request under a fixed route name.
+func (s *Server) route(name string, h fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		h(ctx)
+		s.metrics.countRequest(name, ctx.Response.StatusCode())
+	}
+}
+
+func (s *Server) recovered(ctx *fasthttp.RequestCtx, v any) {
+	s.metrics.panics.Inc()
+	s.log.Error("panic serving request", "method", string(ctx.Method()), "path", string(ctx.Path()),
+		"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	ctx.Response.Reset()
+	writeProblem(ctx, newProblem(fasthttp.StatusInternalServerError, "internal", "internal error"))
+}
+
+// transportError answers what fasthttp rejects before any handler runs, such
+// as an oversized body.
+func (s *Server) transportError(ctx *fasthttp.RequestCtx, err error) {
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		writeProblem(ctx, newProblem(fasthttp.StatusRequestEntityTooLarge, "body_too_large",
+			fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBodyBytes)))
+		return
+	}
+	writeProblem(ctx, newProblem(fasthttp.StatusBadRequest, "malformed_request", err.Error()))
+}
+
+func (s *Server) readyz(ctx *fasthttp.RequestCtx) {
+	c, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := s.ready(c); err != nil {
+		s.log.Warn("not ready", "err", err)
+		writeProblem(ctx, newProblem(fasthttp.StatusServiceUnavailable, "not_ready", err.Error()))
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ready"})
+}
+
+// requestContext bounds the store calls of one request.
+func (s *Server) requestContext(ctx *fasthttp.RequestCtx) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.cfg.RequestTimeout)
+}
+
+func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only our own types are written
+	}
+	ctx.SetContentType("application/json")
+	ctx.SetStatusCode(status)
+	ctx.SetBody(b)
+}
+
+// decodeJSON reads exactly one JSON object with no unknown fields. The
+// Content-Type is not checked: the body is JSON whatever a client labels it.
+func decodeJSON(ctx *fasthttp.RequestCtx, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(ctx.PostBody()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return bidgate.InvalidInput("malformed_json", "request body is empty")
+		}
+		return bidgate.InvalidInput("malformed_json", "request body: "+err.Error())
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return bidgate.InvalidInput("malformed_json", "request body must hold a single JSON object")
+	}
+	return nil
+}
+
+// pathID reads a positive int64 route parameter.
+func pathID(ctx *fasthttp.RequestCtx, name string) (int64, error) {
+	s, _ := ctx.UserValue(name).(string)
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, bidgate.InvalidInput("invalid_id", fmt.Sprintf("%s must be a positive integer, got %q", name, s))
+	}
+	return id, nil
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// slogPrinter lets fasthttp log through slog.
+type slogPrinter struct{ log *slog.Logger }
+
+func (p slogPrinter) Printf(format string, args ...any) {
+	p.log.Warn("fasthttp: " + fmt.Sprintf(format, args...))
+}

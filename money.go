@@ -1,0 +1,74 @@
+package bidgate
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+
+	"github.com/shopspring/decimal"
+)
+
+// MaxAmount is the largest value of the NUMERIC(14,2) columns money is kept in.
+var MaxAmount = decimal.RequireFromString("999999999999.99")
+
+// plainDecimal is the only notation accepted for money: digits, optionally a
+// point and one or two more digits. No sign, no exponent.
+var plainDecimal = regexp.MustCompile(`^[0-9]{1,15}(\.[0-9]{1,2})?$`)
+
+// ParseMoney parses an amount written in plain decimal notation with at most
+// two decimals. The range is checked by CheckMoney.
+func ParseMoney(s string) (decimal.Decimal, error) {
+	if !plainDecimal.MatchString(s) {
+		return decimal.Decimal{}, fmt.Errorf("%q is not a plain decimal with at most two decimals", s)
+	}
+	return decimal.NewFromString(s)
+}
+
+// CheckMoney checks that d fits NUMERIC(14,2) and is positive (or zero, when
+// zeroOK). field names the input in the error.
+func CheckMoney(field string, d decimal.Decimal, zeroOK bool) error {
+	switch {
+	case d.IsNegative():
+		return InvalidInput("invalid_amount", field+" must not be negative")
+	case d.IsZero() && !zeroOK:
+		return InvalidInput("invalid_amount", field+" must be greater than zero")
+	case d.GreaterThan(MaxAmount):
+		return InvalidInput("invalid_amount", field+" must be at most "+MaxAmount.StringFixed(2))
+	case !d.Equal(d.Truncate(2)):
+		return InvalidInput("invalid_amount", field+" must have at most two decimals")
+	}
+	return nil
+}
+
+// FormatMoney writes an amount the way every response does: a string with
+// exactly two decimals.
+func FormatMoney(d decimal.Decimal) string { return d.StringFixed(2) }
+
+// Money is an amount read from JSON, given either as a number (1250000.5) or a
+// string ("1250000.50"), always in plain decimal notation.
+type Money struct {
+	decimal.Decimal
+	Set bool // the field was present
+}
+
+// UnmarshalJSON keeps the literal text of the number so that no float64 is
+// ever involved and "2000.100" is seen as three decimals.
+func (m *Money) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if len(b) > 0 && b[0] == '"' {
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+	}
+	d, err := ParseMoney(s)
+	if err != nil {
+		return err
+	}
+	m.Decimal, m.Set = d, true
+	return nil
+}
+
+// MarshalJSON writes the amount as a string with two decimals.
+func (m Money) MarshalJSON() ([]byte, error) {
+	return json.Marshal(FormatMoney(m.Decimal))
+}

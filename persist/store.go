@@ -1,0 +1,138 @@
+// Package persist owns bidgate's PostgreSQL schema and the queries on it that
+// are not a serialization point of their own (those live in shard).
+package persist
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"bidgate"
+)
+
+var (
+	//go:embed sql/create_auction.sql
+	createAuctionSQL string
+	//go:embed sql/get_auction.sql
+	getAuctionSQL string
+)
+
+// Open connects a pool to PostgreSQL and checks that it answers.
+func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse PostgreSQL URL: %w", err)
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	db, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := db.Ping(pingCtx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("reach PostgreSQL at %s:%d (is it running? see README): %w",
+			cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+	}
+	return db, nil
+}
+
+// Store runs auction queries.
+type Store struct {
+	DB *pgxpool.Pool
+}
+
+// CreateAuction inserts a validated auction. It fails with
+// bidgate.ErrEndTimeOutOfRange when the end is not in the database's future
+// (or too far in it).
+func (s *Store) CreateAuction(ctx context.Context, n bidgate.NewAuction) (bidgate.Auction, error) {
+	mode := bidgate.ModeCold
+	if n.Hot {
+		mode = bidgate.ModeHot
+	}
+	row := s.DB.QueryRow(ctx, createAuctionSQL, n.SellerID, n.Title, n.StartPrice, n.MinIncrement,
+		string(mode), n.EndTime, int64(n.ExtendWindow/time.Second), int64(n.ExtendBy/time.Second),
+		int64(bidgate.MaxAuctionDuration/time.Second))
+	a, err := scanAuction(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return bidgate.Auction{}, bidgate.ErrEndTimeOutOfRange
+	}
+	if err != nil {
+		return bidgate.Auction{}, fmt.Errorf("create auction: %w", err)
+	}
+	return a, nil
+}
+
+// Auction reads one auction as PostgreSQL has it.
+func (s *Store) Auction(ctx context.Context, id int64) (bidgate.Auction, error) {
+	a, err := scanAuction(s.DB.QueryRow(ctx, getAuctionSQL, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return bidgate.Auction{}, bidgate.ErrAuctionNotFound
+	}
+	if err != nil {
+		return bidgate.Auction{}, fmt.Errorf("read auction %d: %w", id, err)
+	}
+	return a, nil
+}
+
+func scanAuction(row pgx.Row) (bidgate.Auction, error) {
+	var (
+		a                      bidgate.Auction
+		leader                 *int64
+		status, mode           string
+		windowSecs, extendSecs int64
+	)
+	err := row.Scan(&a.ID, &a.SellerID, &a.Title, &a.StartPrice, &a.CurrentPrice, &a.MinIncrement,
+		&leader, &status, &mode, &a.EndTime, &windowSecs, &extendSecs, &a.BidCount, &a.CreatedAt)
+	if err != nil {
+		return bidgate.Auction{}, err
+	}
+	if leader != nil {
+		a.LeaderID = *leader
+	}
+	a.Status, a.Mode = bidgate.Status(status), bidgate.Mode(mode)
+	a.ExtendWindow = time.Duration(windowSecs) * time.Second
+	a.ExtendBy = time.Duration(extendSecs) * time.Second
+	return a, nil
+}
+
+// IsUniqueViolation reports whether err is PostgreSQL's unique_violation,
+// optionally on the named constraint.
+func IsUniqueViolation(err error, constraint string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" &&
+		(constraint == "" || pgErr.ConstraintName == constraint)
+}
+
+func isUniqueViolation(err error) bool { return IsUniqueViolation(err, "") }
+
+// IsUnavailable reports whether err means PostgreSQL could not be reached or
+// did not answer in time, rather than that it refused the query.
+func IsUnavailable(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) {
+		return true
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// 53: insufficient resources (too many connections); 57P: shutting down.
+		return strings.HasPrefix(pgErr.Code, "53") || strings.HasPrefix(pgErr.Code, "57P")
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+}
