@@ -39,7 +39,8 @@ func (r createAuctionRequest) toNewAuction() (bidgate.NewAuction, error) {
 	}
 	n := bidgate.NewAuction{
 		SellerID: r.SellerID, Title: *r.Title, StartPrice: r.StartPrice.Decimal,
-		MinIncrement: r.MinIncrement.Decimal, EndTime: end, Hot: r.Hot,
+		// PostgreSQL keeps microseconds; truncating here makes that explicit.
+		MinIncrement: r.MinIncrement.Decimal, EndTime: end.Truncate(time.Microsecond), Hot: r.Hot,
 		ExtendWindow: bidgate.DefaultExtendWindow, ExtendBy: bidgate.DefaultExtendBy,
 	}
 	if w := r.ExtendWindowSeconds; w != nil {

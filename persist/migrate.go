@@ -20,6 +20,11 @@ var migrationFiles embed.FS
 // (several nodes starting at once).
 const migrationLock = 0x6269646761746531 // "bidgate1"
 
+const createMigrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
+	version    INT         PRIMARY KEY,
+	name       TEXT        NOT NULL,
+	applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp())`
+
 type migration struct {
 	version int
 	name    string
@@ -56,16 +61,6 @@ func Migrate(ctx context.Context, db *pgxpool.Pool) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := db.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version    INT         PRIMARY KEY,
-		name       TEXT        NOT NULL,
-		applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp())`); err != nil {
-		// Two nodes creating the table at once: one may see a unique violation
-		// on the catalog; the advisory lock below settles everything else.
-		if !isUniqueViolation(err) {
-			return nil, fmt.Errorf("create schema_migrations: %w", err)
-		}
-	}
 	var applied []int
 	for _, m := range ms {
 		done, err := apply(ctx, db, m)
@@ -81,7 +76,12 @@ func Migrate(ctx context.Context, db *pgxpool.Pool) ([]int, error) {
 
 func apply(ctx context.Context, db *pgxpool.Pool, m migration) (applied bool, err error) {
 	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		// Under the lock, so that concurrent migrators never race on creating
+		// the bookkeeping table either.
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, createMigrationsTable); err != nil {
 			return err
 		}
 		var exists bool

@@ -116,8 +116,6 @@ func IsUniqueViolation(err error, constraint string) bool {
 		(constraint == "" || pgErr.ConstraintName == constraint)
 }
 
-func isUniqueViolation(err error) bool { return IsUniqueViolation(err, "") }
-
 // IsUnavailable reports whether err means PostgreSQL could not be reached or
 // did not answer in time, rather than that it refused the query.
 func IsUnavailable(err error) bool {

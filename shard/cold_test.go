@@ -296,7 +296,7 @@ func TestAntiSniping(t *testing.T) {
 	})
 	t.Run("a bid after the end is refused while the status is still OPEN", func(t *testing.T) {
 		a := newAuction(t, s, "100", "1", 1200*time.Millisecond, 0, time.Second)
-		waitUntilEnded(t, db, a.ID)
+		pgtest.WaitForEnd(t, db, a.ID)
 		if _, err := s.PlaceBid(ctx, bid(a.ID, 1, "500")); !errors.Is(err, bidgate.ErrAuctionClosed) {
 			t.Fatalf("bid after the end: %v, want ErrAuctionClosed", err)
 		}
@@ -308,15 +308,6 @@ func TestAntiSniping(t *testing.T) {
 			t.Fatalf("auction %+v, want OPEN with no bids", got)
 		}
 	})
-}
-
-// waitUntilEnded blocks until the database clock passes the auction's end,
-// using the database to wait (pg_sleep_until) rather than guessing.
-func waitUntilEnded(t *testing.T, db *pgxpool.Pool, auction int64) {
-	t.Helper()
-	if _, err := db.Exec(ctx, `SELECT pg_sleep_until(end_time + INTERVAL '1 millisecond') FROM auction WHERE id = $1`, auction); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestBidErrors(t *testing.T) {

@@ -75,4 +75,3 @@ func serve(ctx context.Context, cfg config) error {
 	log.Info("bidgate stopped")
 	return nil
 }
-

@@ -79,3 +79,13 @@ func drop(tb testing.TB, name string) {
 		tb.Errorf("drop test database %s: %v", name, err)
 	}
 }
+
+// WaitForEnd blocks until the database clock, the one that decides, has
+// passed the auction's end time.
+func WaitForEnd(tb testing.TB, db *pgxpool.Pool, auction int64) {
+	tb.Helper()
+	if _, err := db.Exec(context.Background(),
+		`SELECT pg_sleep_until(end_time + INTERVAL '1 millisecond') FROM auction WHERE id = $1`, auction); err != nil {
+		tb.Fatal(err)
+	}
+}

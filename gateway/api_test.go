@@ -1,0 +1,294 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"bidgate"
+	"bidgate/persist/pgtest"
+)
+
+func future(d time.Duration) string { return time.Now().Add(d).UTC().Format(time.RFC3339Nano) }
+
+func validAuction() map[string]any {
+	return map[string]any{"sellerId": 7, "title": "Vintage Leica M3", "startPrice": "1000",
+		"minIncrement": "10", "endTime": future(time.Hour)}
+}
+
+func with(m map[string]any, kv ...any) map[string]any {
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] == nil {
+			delete(m, kv[i].(string))
+		} else {
+			m[kv[i].(string)] = kv[i+1]
+		}
+	}
+	return m
+}
+
+func (s *testServer) createAuction(body map[string]any) int64 {
+	s.t.Helper()
+	r := s.do("POST", "/auctions", body)
+	if r.status != 201 {
+		s.t.Fatalf("create auction: %d %s", r.status, r.raw)
+	}
+	return int64(r.body["id"].(float64))
+}
+
+func (s *testServer) bid(auction int64, key string, body any) response {
+	s.t.Helper()
+	return s.do("POST", fmt.Sprintf("/auctions/%d/bids", auction), body, "Idempotency-Key", key)
+}
+
+func wantProblem(t *testing.T, r response, status int, code string) {
+	t.Helper()
+	if r.status != status || r.body["code"] != code {
+		t.Fatalf("got %d %s, want %d with code %q", r.status, r.raw, status, code)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("Content-Type %q, want application/problem+json", ct)
+	}
+	for _, k := range []string{"type", "title", "status", "detail", "code"} {
+		if _, ok := r.body[k]; !ok {
+			t.Fatalf("problem lacks %q: %s", k, r.raw)
+		}
+	}
+}
+
+func TestCreateAndGetAuction(t *testing.T) {
+	s, _ := startServer(t)
+	end := future(time.Hour)
+	r := s.do("POST", "/auctions", with(validAuction(), "endTime", end, "title", "  Leica  ", "extendWindowSeconds", 30, "extendBySeconds", 60))
+	if r.status != 201 {
+		t.Fatalf("create: %d %s", r.status, r.raw)
+	}
+	id := int64(r.body["id"].(float64))
+	if loc := r.header.Get("Location"); loc != fmt.Sprintf("/auctions/%d", id) {
+		t.Fatalf("Location %q", loc)
+	}
+	g := s.do("GET", fmt.Sprintf("/auctions/%d", id), nil)
+	wantEnd, _ := time.Parse(time.RFC3339Nano, end)
+	wantEnd = wantEnd.Truncate(time.Microsecond)
+	gotEnd, err := time.Parse(time.RFC3339Nano, g.body["endTime"].(string))
+	if err != nil || !gotEnd.Equal(wantEnd) || !strings.HasSuffix(g.body["endTime"].(string), "Z") {
+		t.Fatalf("endTime %v, want %s in UTC", g.body["endTime"], end)
+	}
+	want := map[string]any{"id": float64(id), "sellerId": float64(7), "title": "Leica", "currentPrice": "1000.00",
+		"minIncrement": "10.00", "leaderId": nil, "status": "OPEN", "hot": false, "bidCount": float64(0),
+		"extendWindowSeconds": float64(30), "extendBySeconds": float64(60)}
+	for k, v := range want {
+		if g.body[k] != v {
+			t.Errorf("%s = %#v, want %#v", k, g.body[k], v)
+		}
+	}
+}
+
+func TestCreateAuctionRejectsBadInput(t *testing.T) {
+	s, db := startServer(t)
+	cases := []struct {
+		name   string
+		body   any
+		status int
+		code   string
+	}{
+		{"malformed JSON", `{"sellerId":`, 400, "malformed_json"},
+		{"empty body", ``, 400, "malformed_json"},
+		{"not an object", `[1,2]`, 400, "malformed_json"},
+		{"two objects", `{"sellerId":7} {}`, 400, "malformed_json"},
+		{"unknown field", with(validAuction(), "reserve", "5"), 400, "malformed_json"},
+		{"missing title", with(validAuction(), "title", nil), 400, "invalid_title"},
+		{"blank title", with(validAuction(), "title", "   "), 400, "invalid_title"},
+		{"title of 201 characters", with(validAuction(), "title", strings.Repeat("é", 201)), 400, "invalid_title"},
+		{"title with NUL", with(validAuction(), "title", "a\x00b"), 400, "invalid_title"},
+		{"missing seller", with(validAuction(), "sellerId", nil), 400, "invalid_seller_id"},
+		{"negative seller", with(validAuction(), "sellerId", -1), 400, "invalid_seller_id"},
+		{"fractional seller", with(validAuction(), "sellerId", 1.5), 400, "malformed_json"},
+		{"missing start price", with(validAuction(), "startPrice", nil), 400, "invalid_amount"},
+		{"negative start price", with(validAuction(), "startPrice", "-1"), 400, "malformed_json"},
+		{"three decimals", with(validAuction(), "startPrice", "2000.100"), 400, "malformed_json"},
+		{"exponent", `{"sellerId":7,"title":"x","startPrice":1e3,"minIncrement":"1","endTime":"` + future(time.Hour) + `"}`, 400, "malformed_json"},
+		{"NaN", with(validAuction(), "startPrice", "NaN"), 400, "malformed_json"},
+		{"over NUMERIC(14,2)", with(validAuction(), "startPrice", "1000000000000"), 400, "invalid_amount"},
+		{"zero increment", with(validAuction(), "minIncrement", "0"), 400, "invalid_amount"},
+		{"missing end", with(validAuction(), "endTime", nil), 400, "invalid_end_time"},
+		{"end not RFC 3339", with(validAuction(), "endTime", "tomorrow"), 400, "invalid_end_time"},
+		{"end in the past", with(validAuction(), "endTime", future(-time.Minute)), 400, "invalid_end_time"},
+		{"end too far", with(validAuction(), "endTime", future(400*24*time.Hour)), 400, "invalid_end_time"},
+		{"negative window", with(validAuction(), "extendWindowSeconds", -1), 400, "invalid_extension"},
+		{"zero extension", with(validAuction(), "extendBySeconds", 0), 400, "invalid_extension"},
+		{"huge extension", with(validAuction(), "extendBySeconds", 1<<40), 400, "invalid_extension"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			wantProblem(t, s.do("POST", "/auctions", c.body), c.status, c.code)
+		})
+	}
+	var n int
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM auction`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d auctions stored after bad requests (err %v), want 0", n, err)
+	}
+}
+
+func TestBidStatuses(t *testing.T) {
+	s, db := startServer(t)
+	id := s.createAuction(validAuction())
+
+	key := uuid.NewString()
+	r := s.bid(id, key, map[string]any{"bidderId": 42, "amount": 1250000})
+	if r.status != 201 {
+		t.Fatalf("first bid: %d %s", r.status, r.raw)
+	}
+	want := map[string]any{"auctionId": float64(id), "bidderId": float64(42), "amount": "1250000.00", "requestId": key, "seq": float64(1)}
+	for k, v := range want {
+		if r.body[k] != v {
+			t.Errorf("%s = %#v, want %#v", k, r.body[k], v)
+		}
+	}
+	for _, k := range []string{"acceptedAt", "endTime"} {
+		if _, err := time.Parse(time.RFC3339Nano, fmt.Sprint(r.body[k])); err != nil {
+			t.Errorf("%s = %v: %v", k, r.body[k], err)
+		}
+	}
+
+	t.Run("replay is 200 with the same body", func(t *testing.T) {
+		again := s.bid(id, strings.ToUpper(key), map[string]any{"bidderId": 42, "amount": "1250000.00"})
+		if again.status != 200 || again.raw != r.raw {
+			t.Fatalf("replay: %d %s, want 200 %s", again.status, again.raw, r.raw)
+		}
+	})
+	t.Run("reused key is 422", func(t *testing.T) {
+		wantProblem(t, s.bid(id, key, map[string]any{"bidderId": 42, "amount": 1260000}), 422, "idempotency_key_reused")
+		wantProblem(t, s.bid(id, key, map[string]any{"bidderId": 43, "amount": 1250000}), 422, "idempotency_key_reused")
+	})
+	t.Run("too low is 409 with the price", func(t *testing.T) {
+		low := s.bid(id, uuid.NewString(), map[string]any{"bidderId": 43, "amount": "1250009.99"})
+		wantProblem(t, low, 409, "bid_too_low")
+		if low.body["currentPrice"] != "1250000.00" || low.body["minimumBid"] != "1250010.00" {
+			t.Fatalf("too low body %s", low.raw)
+		}
+	})
+	t.Run("amount as string with decimals", func(t *testing.T) {
+		ok := s.bid(id, uuid.NewString(), map[string]any{"bidderId": 43, "amount": "1250010.5"})
+		if ok.status != 201 || ok.body["amount"] != "1250010.50" {
+			t.Fatalf("got %d %s", ok.status, ok.raw)
+		}
+	})
+	t.Run("unknown auction is 404", func(t *testing.T) {
+		wantProblem(t, s.bid(id+100, uuid.NewString(), map[string]any{"bidderId": 43, "amount": 5}), 404, "auction_not_found")
+		wantProblem(t, s.do("GET", fmt.Sprintf("/auctions/%d", id+100), nil), 404, "auction_not_found")
+	})
+	t.Run("ended auction is 409 closed", func(t *testing.T) {
+		short := s.createAuction(with(validAuction(), "endTime", future(1100*time.Millisecond), "extendWindowSeconds", 0))
+		pgtest.WaitForEnd(t, db, short)
+		wantProblem(t, s.bid(short, uuid.NewString(), map[string]any{"bidderId": 43, "amount": 5000}), 409, "auction_closed")
+	})
+}
+
+func TestBidRejectsBadInput(t *testing.T) {
+	s, _ := startServer(t)
+	id := s.createAuction(validAuction())
+	path := fmt.Sprintf("/auctions/%d/bids", id)
+	good := map[string]any{"bidderId": 42, "amount": 1010}
+	key := uuid.NewString()
+	cases := []struct {
+		name   string
+		path   string
+		header []string
+		body   any
+		code   string
+		status int
+	}{
+		{"no key", path, nil, good, "missing_idempotency_key", 400},
+		{"key not a UUID", path, []string{"Idempotency-Key", "abc"}, good, "invalid_idempotency_key", 400},
+		{"key without hyphens", path, []string{"Idempotency-Key", strings.ReplaceAll(key, "-", "")}, good, "invalid_idempotency_key", 400},
+		{"nil key", path, []string{"Idempotency-Key", uuid.Nil.String()}, good, "invalid_idempotency_key", 400},
+		{"non-numeric id", "/auctions/abc/bids", []string{"Idempotency-Key", key}, good, "invalid_id", 400},
+		{"id overflow", "/auctions/99999999999999999999/bids", []string{"Idempotency-Key", key}, good, "invalid_id", 400},
+		{"zero id", "/auctions/0/bids", []string{"Idempotency-Key", key}, good, "invalid_id", 400},
+		{"malformed JSON", path, []string{"Idempotency-Key", key}, `{"bidderId":42,`, "malformed_json", 400},
+		{"unknown field", path, []string{"Idempotency-Key", key}, with(map[string]any{"x": 1}, "bidderId", 42, "amount", 1010), "malformed_json", 400},
+		{"missing amount", path, []string{"Idempotency-Key", key}, map[string]any{"bidderId": 42}, "invalid_amount", 400},
+		{"null amount", path, []string{"Idempotency-Key", key}, `{"bidderId":42,"amount":null}`, "malformed_json", 400},
+		{"zero amount", path, []string{"Idempotency-Key", key}, map[string]any{"bidderId": 42, "amount": 0}, "invalid_amount", 400},
+		{"negative amount", path, []string{"Idempotency-Key", key}, map[string]any{"bidderId": 42, "amount": -5}, "malformed_json", 400},
+		{"three decimals", path, []string{"Idempotency-Key", key}, `{"bidderId":42,"amount":1010.001}`, "malformed_json", 400},
+		{"exponent", path, []string{"Idempotency-Key", key}, `{"bidderId":42,"amount":1.01e3}`, "malformed_json", 400},
+		{"NaN", path, []string{"Idempotency-Key", key}, map[string]any{"bidderId": 42, "amount": "NaN"}, "malformed_json", 400},
+		{"over NUMERIC(14,2)", path, []string{"Idempotency-Key", key}, map[string]any{"bidderId": 42, "amount": "1000000000000.00"}, "invalid_amount", 400},
+		{"missing bidder", path, []string{"Idempotency-Key", key}, map[string]any{"amount": 1010}, "invalid_bidder_id", 400},
+		{"bidder as string", path, []string{"Idempotency-Key", key}, map[string]any{"bidderId": "42", "amount": 1010}, "malformed_json", 400},
+		{"oversized body", path, []string{"Idempotency-Key", key}, `{"bidderId":42,"amount":1010,"pad":"` + strings.Repeat("a", 70<<10) + `"}`, "body_too_large", 413},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			wantProblem(t, s.do("POST", c.path, c.body, c.header...), c.status, c.code)
+		})
+	}
+	// Nothing above changed the auction: the key is still fresh.
+	if g := s.do("GET", fmt.Sprintf("/auctions/%d", id), nil); g.body["bidCount"] != float64(0) {
+		t.Fatalf("auction changed by bad requests: %s", g.raw)
+	}
+	if r := s.bid(id, key, good); r.status != 201 {
+		t.Fatalf("good bid after the bad ones: %d %s", r.status, r.raw)
+	}
+}
+
+// panicky is a shard that fails in the ways the gateway must survive.
+type panicky struct{ err error }
+
+func (p panicky) CreateAuction(context.Context, bidgate.NewAuction) (bidgate.Auction, error) {
+	panic("boom")
+}
+func (p panicky) Auction(context.Context, int64) (bidgate.Auction, error) {
+	return bidgate.Auction{}, p.err
+}
+func (p panicky) PlaceBid(context.Context, bidgate.BidRequest) (bidgate.BidResult, error) {
+	return bidgate.BidResult{}, p.err
+}
+
+func TestServerSurvivesPanicsAndOutages(t *testing.T) {
+	down := fmt.Errorf("read: %w", errors.Join(bidgate.ErrUnavailable, context.DeadlineExceeded))
+	s := serveOn(t, panicky{err: down}, func(context.Context) error { return errors.New("postgres down") })
+
+	wantProblem(t, s.do("POST", "/auctions", validAuction()), 500, "internal")
+	r := s.bid(1, uuid.NewString(), map[string]any{"bidderId": 1, "amount": 5})
+	wantProblem(t, r, 503, "unavailable")
+	if r.header.Get("Retry-After") == "" {
+		t.Fatal("503 without Retry-After")
+	}
+	wantProblem(t, s.do("GET", "/readyz", nil), 503, "not_ready")
+	if h := s.do("GET", "/healthz", nil); h.status != 200 {
+		t.Fatalf("healthz %d after a panic", h.status)
+	}
+}
+
+func TestRoutesAndMetrics(t *testing.T) {
+	s, _ := startServer(t)
+	wantProblem(t, s.do("GET", "/nope", nil), 404, "route_not_found")
+	wantProblem(t, s.do("DELETE", "/auctions/1", nil), 405, "method_not_allowed")
+	if r := s.do("GET", "/readyz", nil); r.status != 200 {
+		t.Fatalf("readyz %d %s", r.status, r.raw)
+	}
+	id := s.createAuction(validAuction())
+	s.bid(id, uuid.NewString(), map[string]any{"bidderId": 1, "amount": 2000})
+	s.bid(id, uuid.NewString(), map[string]any{"bidderId": 1, "amount": 1})
+
+	m := s.do("GET", "/metrics", nil)
+	for _, want := range []string{
+		`bidgate_http_requests_total{route="place_bid",status="201"} 1`,
+		`bidgate_http_requests_total{route="create_auction",status="201"} 1`,
+		`bidgate_bids_total{outcome="accepted"} 1`,
+		`bidgate_bids_total{outcome="too_low"} 1`,
+		`bidgate_bid_duration_seconds_count{outcome="accepted"} 1`,
+	} {
+		if !strings.Contains(m.raw, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}

@@ -1,0 +1,69 @@
+package bidgate
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestMoneyFromJSON(t *testing.T) {
+	cases := []struct {
+		in   string
+		want string // "" means rejected
+	}{
+		{`1250000`, "1250000.00"},
+		{`"1250000"`, "1250000.00"},
+		{`1250000.5`, "1250000.50"},
+		{`"2000.10"`, "2000.10"},
+		{`"0"`, "0.00"},
+		{`"999999999999.99"`, "999999999999.99"},
+		{`"2000.100"`, ""}, // three decimals, even if the third is zero
+		{`1e3`, ""},
+		{`"1E3"`, ""},
+		{`-5`, ""},
+		{`"+5"`, ""},
+		{`"NaN"`, ""},
+		{`"Infinity"`, ""},
+		{`"1."`, ""},
+		{`".5"`, ""},
+		{`" 5"`, ""},
+		{`""`, ""},
+		{`null`, ""},
+		{`true`, ""},
+		{`"1234567890123456"`, ""}, // too many digits to even parse
+	}
+	for _, c := range cases {
+		var m Money
+		err := json.Unmarshal([]byte(c.in), &m)
+		switch {
+		case c.want == "" && err == nil:
+			t.Errorf("%s: accepted as %s, want an error", c.in, FormatMoney(m.Decimal))
+		case c.want != "" && err != nil:
+			t.Errorf("%s: %v", c.in, err)
+		case c.want != "" && FormatMoney(m.Decimal) != c.want:
+			t.Errorf("%s: got %s, want %s", c.in, FormatMoney(m.Decimal), c.want)
+		}
+	}
+}
+
+func TestCheckMoney(t *testing.T) {
+	cases := []struct {
+		in     string
+		zeroOK bool
+		ok     bool
+	}{
+		{"0", true, true},
+		{"0", false, false},
+		{"0.01", false, true},
+		{"999999999999.99", false, true},
+		{"1000000000000", false, false},
+	}
+	for _, c := range cases {
+		d, err := ParseMoney(c.in)
+		if err != nil {
+			t.Fatalf("%s: %v", c.in, err)
+		}
+		if err := CheckMoney("amount", d, c.zeroOK); (err == nil) != c.ok {
+			t.Errorf("CheckMoney(%s, zeroOK=%v) = %v, want ok=%v", c.in, c.zeroOK, err, c.ok)
+		}
+	}
+}
