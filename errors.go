@@ -3,6 +3,7 @@ package bidgate
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/shopspring/decimal"
 )
@@ -15,7 +16,21 @@ var (
 	ErrBidTooLow            = errors.New("bid too low")
 	ErrIdempotencyKeyReused = errors.New("idempotency key reused with a different bid")
 	ErrEndTimeOutOfRange    = errors.New("end time out of range")
+	ErrRateLimited          = errors.New("rate limited")
+	// ErrOverloaded: too many requests wait on one auction; retry shortly.
+	ErrOverloaded = errors.New("overloaded")
 )
+
+// RateLimitedError says when the bidder may bid again.
+type RateLimitedError struct {
+	RetryAfter time.Duration
+}
+
+func (e *RateLimitedError) Error() string {
+	return fmt.Sprintf("rate limited: retry after %v", e.RetryAfter)
+}
+
+func (e *RateLimitedError) Is(target error) bool { return target == ErrRateLimited }
 
 // BidTooLowError tells the bidder what it would take.
 type BidTooLowError struct {

@@ -72,3 +72,10 @@ func (m *Money) UnmarshalJSON(b []byte) error {
 func (m Money) MarshalJSON() ([]byte, error) {
 	return json.Marshal(FormatMoney(m.Decimal))
 }
+
+// Cents is an amount in integer minor units, the form money takes in Redis.
+// The amount must have at most two decimals (CheckMoney).
+func Cents(d decimal.Decimal) int64 { return d.Shift(2).IntPart() }
+
+// FromCents is the inverse of Cents.
+func FromCents(c int64) decimal.Decimal { return decimal.New(c, -2) }

@@ -251,6 +251,9 @@ func (p panicky) Auction(context.Context, int64) (bidgate.Auction, error) {
 func (p panicky) PlaceBid(context.Context, bidgate.BidRequest) (bidgate.BidResult, error) {
 	return bidgate.BidResult{}, p.err
 }
+func (p panicky) Promote(context.Context, int64, string) (bidgate.Auction, error) {
+	return bidgate.Auction{}, p.err
+}
 
 func TestServerSurvivesPanicsAndOutages(t *testing.T) {
 	down := fmt.Errorf("read: %w", errors.Join(bidgate.ErrUnavailable, context.DeadlineExceeded))

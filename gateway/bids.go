@@ -94,6 +94,26 @@ func (s *Server) placeBid(ctx *fasthttp.RequestCtx) {
 	writeJSON(ctx, status, newBidResponse(res.Bid))
 }
 
+// promote serves POST /auctions/{id}/promote, an operator's call.
+func (s *Server) promote(ctx *fasthttp.RequestCtx) {
+	if !s.operator(ctx) {
+		return
+	}
+	id, err := pathID(ctx, "id")
+	if err != nil {
+		writeProblem(ctx, problemFor(err, s.log))
+		return
+	}
+	c, cancel := s.requestContext(ctx)
+	defer cancel()
+	a, err := s.auctions.Promote(c, id, "operator")
+	if err != nil {
+		writeProblem(ctx, problemFor(err, s.log))
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, newAuctionResponse(a))
+}
+
 // bidOutcome names a bid's result for metrics.
 func bidOutcome(res bidgate.BidResult, err error) string {
 	var input *bidgate.InputError
@@ -112,6 +132,10 @@ func bidOutcome(res bidgate.BidResult, err error) string {
 		return "not_found"
 	case errors.As(err, &input):
 		return "invalid"
+	case errors.Is(err, bidgate.ErrRateLimited):
+		return "rate_limited"
+	case errors.Is(err, bidgate.ErrOverloaded):
+		return "overloaded"
 	case errors.Is(err, bidgate.ErrUnavailable):
 		return "unavailable"
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 
@@ -22,6 +23,8 @@ type problem struct {
 	Code         string `json:"code"`
 	CurrentPrice string `json:"currentPrice,omitempty"`
 	MinimumBid   string `json:"minimumBid,omitempty"`
+	// RetryAfterSeconds goes into the Retry-After header of 429 and 503.
+	RetryAfterSeconds int `json:"retryAfterSeconds,omitempty"`
 }
 
 func newProblem(status int, code, detail string) problem {
@@ -29,17 +32,18 @@ func newProblem(status int, code, detail string) problem {
 		Status: status, Detail: detail, Code: code}
 }
 
-// retryAfterSeconds is what 503 answers suggest to clients.
-const retryAfterSeconds = 1
+// defaultRetryAfter is what 503 answers suggest to clients, in seconds.
+const defaultRetryAfter = 1
 
 func writeProblem(ctx *fasthttp.RequestCtx, p problem) {
-	b, _ := json.Marshal(p)
 	ctx.Response.Header.SetContentType("application/problem+json")
 	if p.Status == fasthttp.StatusServiceUnavailable || p.Status == fasthttp.StatusTooManyRequests {
-		if len(ctx.Response.Header.Peek("Retry-After")) == 0 {
-			ctx.Response.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+		if p.RetryAfterSeconds <= 0 {
+			p.RetryAfterSeconds = defaultRetryAfter
 		}
+		ctx.Response.Header.Set("Retry-After", strconv.Itoa(p.RetryAfterSeconds))
 	}
+	b, _ := json.Marshal(p)
 	ctx.SetStatusCode(p.Status)
 	ctx.SetBody(b)
 }
@@ -48,8 +52,9 @@ func writeProblem(ctx *fasthttp.RequestCtx, p problem) {
 // Anything unknown is logged and becomes a 500 that says nothing inside.
 func problemFor(err error, log *slog.Logger) problem {
 	var (
-		input  *bidgate.InputError
-		tooLow *bidgate.BidTooLowError
+		input   *bidgate.InputError
+		tooLow  *bidgate.BidTooLowError
+		limited *bidgate.RateLimitedError
 	)
 	switch {
 	case errors.As(err, &input):
@@ -58,6 +63,12 @@ func problemFor(err error, log *slog.Logger) problem {
 		p := newProblem(fasthttp.StatusConflict, "bid_too_low", err.Error())
 		p.CurrentPrice, p.MinimumBid = bidgate.FormatMoney(tooLow.CurrentPrice), bidgate.FormatMoney(tooLow.MinimumBid)
 		return p
+	case errors.As(err, &limited):
+		p := newProblem(fasthttp.StatusTooManyRequests, "rate_limited", "too many bids from this bidder; retry later")
+		p.RetryAfterSeconds = int(math.Ceil(limited.RetryAfter.Seconds()))
+		return p
+	case errors.Is(err, bidgate.ErrOverloaded):
+		return newProblem(fasthttp.StatusServiceUnavailable, "overloaded", "too many bids are waiting on this auction; retry shortly")
 	case errors.Is(err, bidgate.ErrAuctionNotFound):
 		return newProblem(fasthttp.StatusNotFound, "auction_not_found", "no auction with this id")
 	case errors.Is(err, bidgate.ErrAuctionClosed):

@@ -6,6 +6,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,6 +31,7 @@ type Auctions interface {
 	CreateAuction(ctx context.Context, n bidgate.NewAuction) (bidgate.Auction, error)
 	Auction(ctx context.Context, id int64) (bidgate.Auction, error)
 	PlaceBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidResult, error)
+	Promote(ctx context.Context, id int64, trigger string) (bidgate.Auction, error)
 }
 
 // Config tunes the HTTP server. Zero values take the defaults.
@@ -39,6 +41,9 @@ type Config struct {
 	ReadTimeout    time.Duration // default 10s
 	WriteTimeout   time.Duration // default 10s
 	IdleTimeout    time.Duration // keep-alive idle time; default 60s
+	// OperatorToken, when set, is required as "Authorization: Bearer <token>"
+	// on operator routes (promote). Empty leaves them open, for development.
+	OperatorToken string
 }
 
 func (c *Config) setDefaults() {
@@ -79,6 +84,7 @@ func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *
 	r.POST("/auctions", s.route("create_auction", s.createAuction))
 	r.GET("/auctions/{id}", s.route("get_auction", s.getAuction))
 	r.POST("/auctions/{id}/bids", s.route("place_bid", s.placeBid))
+	r.POST("/auctions/{id}/promote", s.route("promote", s.promote))
 	r.GET("/healthz", s.route("healthz", func(ctx *fasthttp.RequestCtx) { writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ok"}) }))
 	r.GET("/readyz", s.route("readyz", s.readyz))
 	r.GET("/metrics", fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
@@ -134,6 +140,20 @@ func (s *Server) transportError(ctx *fasthttp.RequestCtx, err error) {
 		return
 	}
 	writeProblem(ctx, newProblem(fasthttp.StatusBadRequest, "malformed_request", err.Error()))
+}
+
+// operator checks the operator token; on failure it has written the answer.
+func (s *Server) operator(ctx *fasthttp.RequestCtx) bool {
+	if s.cfg.OperatorToken == "" {
+		return true
+	}
+	want := "Bearer " + s.cfg.OperatorToken
+	if subtle.ConstantTimeCompare(ctx.Request.Header.Peek("Authorization"), []byte(want)) == 1 {
+		return true
+	}
+	ctx.Response.Header.Set("WWW-Authenticate", "Bearer")
+	writeProblem(ctx, newProblem(fasthttp.StatusUnauthorized, "unauthorized", "operator routes need Authorization: Bearer <operator token>"))
+	return false
 }
 
 func (s *Server) readyz(ctx *fasthttp.RequestCtx) {

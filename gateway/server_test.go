@@ -27,7 +27,8 @@ type testServer struct {
 func startServer(t testing.TB) (*testServer, *pgxpool.Pool) {
 	t.Helper()
 	db, _ := pgtest.New(t, 32)
-	return serveOn(t, shard.New(db), db.Ping), db
+	a := shard.New(db, pgtest.Redis(t), shard.Config{RateLimit: -1, PromoteRate: -1}, prometheus.NewRegistry())
+	return serveOn(t, a, db.Ping), db
 }
 
 func serveOn(t testing.TB, a Auctions, ready func(context.Context) error) *testServer {

@@ -24,7 +24,16 @@ var (
 	createAuctionSQL string
 	//go:embed sql/get_auction.sql
 	getAuctionSQL string
+	//go:embed sql/accepted_bids.sql
+	acceptedBidsSQL string
 )
+
+// Querier is a pool or a transaction.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
 
 // Open connects a pool to PostgreSQL and checks that it answers.
 func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
@@ -49,9 +58,9 @@ func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error
 	return db, nil
 }
 
-// Store runs auction queries.
+// Store runs auction queries on a pool, or inside a transaction.
 type Store struct {
-	DB *pgxpool.Pool
+	DB Querier
 }
 
 // CreateAuction inserts a validated auction. It fails with
@@ -85,6 +94,44 @@ func (s *Store) Auction(ctx context.Context, id int64) (bidgate.Auction, error) 
 		return bidgate.Auction{}, fmt.Errorf("read auction %d: %w", id, err)
 	}
 	return a, nil
+}
+
+// LockAuction reads an auction and locks its row until the transaction ends;
+// s.DB must be a transaction.
+func (s *Store) LockAuction(ctx context.Context, id int64) (bidgate.Auction, error) {
+	a, err := scanAuction(s.DB.QueryRow(ctx, getAuctionSQL+" FOR UPDATE", id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return bidgate.Auction{}, bidgate.ErrAuctionNotFound
+	}
+	if err != nil {
+		return bidgate.Auction{}, fmt.Errorf("lock auction %d: %w", id, err)
+	}
+	return a, nil
+}
+
+// SetHot flips an auction's mode to HOT.
+func (s *Store) SetHot(ctx context.Context, id int64) error {
+	if _, err := s.DB.Exec(ctx, `UPDATE auction SET mode = 'HOT' WHERE id = $1`, id); err != nil {
+		return fmt.Errorf("mark auction %d hot: %w", id, err)
+	}
+	return nil
+}
+
+// AcceptedBids lists an auction's bids in acceptance order.
+func (s *Store) AcceptedBids(ctx context.Context, auctionID int64) ([]bidgate.Bid, error) {
+	rows, err := s.DB.Query(ctx, acceptedBidsSQL, auctionID)
+	if err != nil {
+		return nil, fmt.Errorf("bids of auction %d: %w", auctionID, err)
+	}
+	bids, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (bidgate.Bid, error) {
+		b := bidgate.Bid{AuctionID: auctionID}
+		err := row.Scan(&b.BidderID, &b.Amount, &b.RequestID, &b.Seq, &b.AcceptedAt, &b.EndTime)
+		return b, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bids of auction %d: %w", auctionID, err)
+	}
+	return bids, nil
 }
 
 func scanAuction(row pgx.Row) (bidgate.Auction, error) {

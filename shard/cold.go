@@ -28,7 +28,9 @@ var errNotCold = errors.New("auction is not cold")
 
 // cold serializes bids of cold auctions in PostgreSQL.
 type cold struct {
-	db *pgxpool.Pool
+	db    *pgxpool.Pool
+	cache *priceCache
+	pub   *publisher
 }
 
 // coldView is what look_up.sql sees of an auction and of an earlier bid with
@@ -59,6 +61,9 @@ func (c *cold) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidR
 		Scan(&bid.Seq, &bid.AcceptedAt, &bid.EndTime)
 	switch {
 	case err == nil:
+		c.cache.update(r.AuctionID, r.Amount, v.inc, false)
+		c.pub.publish(ctx, bidgate.Auction{ID: r.AuctionID, CurrentPrice: r.Amount, LeaderID: r.BidderID,
+			EndTime: bid.EndTime, Status: bidgate.StatusOpen, BidCount: bid.Seq})
 		return bidgate.BidResult{Bid: bid}, nil
 	case errors.Is(err, pgx.ErrNoRows), persist.IsUniqueViolation(err, "bid_auction_id_request_id_key"):
 		// Lost a race: to a higher bid, to the end, to a promotion, or to a
@@ -95,6 +100,9 @@ func (c *cold) lookUp(ctx context.Context, r bidgate.BidRequest) (coldView, erro
 		return v, fmt.Errorf("look up auction %d: %w", r.AuctionID, err)
 	}
 	v.status, v.mode = bidgate.Status(status), bidgate.Mode(mode)
+	if v.mode == bidgate.ModeCold {
+		c.cache.update(r.AuctionID, v.price, v.inc, v.status != bidgate.StatusOpen || !v.running)
+	}
 	if bidder != nil {
 		v.existing = &bidgate.Bid{AuctionID: r.AuctionID, BidderID: *bidder, Amount: amount.Decimal,
 			RequestID: r.RequestID, Seq: *seq, AcceptedAt: *at, EndTime: *end}

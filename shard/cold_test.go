@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
 
 	"bidgate"
@@ -16,6 +17,19 @@ import (
 )
 
 var ctx = context.Background()
+
+// newService is a Service on db and the test Redis. The rate limit is off
+// unless cfg sets it: these tests send many bids per bidder on purpose.
+func newService(t *testing.T, db *pgxpool.Pool, cfg Config) *Service {
+	t.Helper()
+	if cfg.RateLimit == 0 {
+		cfg.RateLimit = -1
+	}
+	if cfg.PromoteRate == 0 {
+		cfg.PromoteRate = -1
+	}
+	return New(db, pgtest.Redis(t), cfg, prometheus.NewRegistry())
+}
 
 func newAuction(t *testing.T, s *Service, start, inc string, d time.Duration, window, by time.Duration) bidgate.Auction {
 	t.Helper()
@@ -81,7 +95,7 @@ func readFinal(t *testing.T, db *pgxpool.Pool, auction int64) finalState {
 
 func TestConcurrentBidsNeverLoseTheHighest(t *testing.T) {
 	db, _ := pgtest.New(t, 20)
-	s := New(db)
+	s := newService(t, db, Config{})
 	for run := 0; run < 20; run++ {
 		a := newAuction(t, s, "1000", "10", time.Hour, 0, time.Second)
 		storm(t, s.PlaceBid, a.ID)
@@ -148,7 +162,7 @@ func naivePlaceBid(db *pgxpool.Pool) placeFunc {
 
 func TestNaiveReadThenWriteLosesUpdates(t *testing.T) {
 	db, _ := pgtest.New(t, 20)
-	s := New(db)
+	s := newService(t, db, Config{})
 	lost := 0
 	for run := 0; run < 20; run++ {
 		a := newAuction(t, s, "1000", "10", time.Hour, 0, time.Second)
@@ -165,7 +179,7 @@ func TestNaiveReadThenWriteLosesUpdates(t *testing.T) {
 
 func TestIdempotencyUnderConcurrency(t *testing.T) {
 	db, _ := pgtest.New(t, 20)
-	s := New(db)
+	s := newService(t, db, Config{})
 	a := newAuction(t, s, "1000", "10", time.Hour, 0, time.Second)
 	r := bid(a.ID, 42, "1250")
 
@@ -219,7 +233,7 @@ func TestIdempotencyUnderConcurrency(t *testing.T) {
 // meets the unique constraint, which must undo the UPDATE.
 func TestReusedKeyRaceUndoesThePriceChange(t *testing.T) {
 	db, _ := pgtest.New(t, 20)
-	s := New(db)
+	s := newService(t, db, Config{})
 	for run := 0; run < 20; run++ {
 		a := newAuction(t, s, "1000", "10", time.Hour, 0, time.Second)
 		first := bid(a.ID, 1, "1100")
@@ -258,7 +272,7 @@ func sameBid(a, b bidgate.Bid) bool {
 
 func TestAntiSniping(t *testing.T) {
 	db, _ := pgtest.New(t, 4)
-	s := New(db)
+	s := newService(t, db, Config{})
 
 	t.Run("a bid in the window extends the end", func(t *testing.T) {
 		a := newAuction(t, s, "100", "1", 5*time.Second, 10*time.Second, 30*time.Second)
@@ -312,7 +326,7 @@ func TestAntiSniping(t *testing.T) {
 
 func TestBidErrors(t *testing.T) {
 	db, _ := pgtest.New(t, 4)
-	s := New(db)
+	s := newService(t, db, Config{})
 	a := newAuction(t, s, "1000", "10", time.Hour, 0, time.Second)
 	if _, err := s.PlaceBid(ctx, bid(a.ID, 1, "1010")); err != nil {
 		t.Fatal(err)

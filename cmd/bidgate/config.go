@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"bidgate/shard"
 )
 
 // config is every setting of the binary. Each flag --some-name can also be
@@ -21,6 +23,10 @@ type config struct {
 	LogLevel        string
 	LogFormat       string
 	Migrate         bool
+	RedisAddrs      string
+	RedisPassword   string
+	OperatorToken   string
+	Shard           shard.Config
 }
 
 func parseConfig(cmd string, args []string) (config, error) {
@@ -35,6 +41,15 @@ func parseConfig(cmd string, args []string) (config, error) {
 		fs.DurationVar(&c.RequestTimeout, "request-timeout", 5*time.Second, "time budget of one request's store calls")
 		fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long graceful shutdown waits for in-flight requests")
 		fs.BoolVar(&c.Migrate, "migrate", true, "apply database migrations at start-up")
+		fs.StringVar(&c.RedisAddrs, "redis-addrs", "127.0.0.1:6379", "Redis address, or several comma-separated for a Redis Cluster")
+		fs.StringVar(&c.RedisPassword, "redis-password", "", "Redis password")
+		fs.StringVar(&c.OperatorToken, "operator-token", "", "bearer token required on operator routes (promote); empty leaves them open")
+		fs.IntVar(&c.Shard.MaxBatch, "hot-batch", 256, "bids per Redis script call on a hot auction (1 disables batching)")
+		fs.IntVar(&c.Shard.MaxQueue, "hot-queue", 4096, "bids that may wait on one hot auction before 503")
+		fs.Float64Var(&c.Shard.RateLimit, "rate-limit", 5, "bids per second per bidder, across all auctions (negative disables)")
+		fs.IntVar(&c.Shard.RateBurst, "rate-burst", 10, "token bucket size per bidder")
+		fs.IntVar(&c.Shard.PromoteRate, "promote-rate", 20, "cold bids per second on one node that promote an auction to hot (negative disables)")
+		fs.DurationVar(&c.Shard.CacheMaxAge, "price-cache-age", 300*time.Millisecond, "how old a cached price may be and still refuse bids")
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: bidgate %s [flags]\n\nEvery flag can also be set as BIDGATE_<FLAG_NAME> in the environment.\n\n", cmd)
@@ -62,6 +77,18 @@ func parseConfig(cmd string, args []string) (config, error) {
 	}
 	if c.PostgresConns < 1 || c.PostgresConns > 1000 {
 		return c, fmt.Errorf("--postgres-conns must be from 1 to 1000, got %d", c.PostgresConns)
+	}
+	if cmd == "serve" {
+		switch {
+		case c.Shard.MaxBatch < 1 || c.Shard.MaxBatch > 4096:
+			return c, fmt.Errorf("--hot-batch must be from 1 to 4096, got %d", c.Shard.MaxBatch)
+		case c.Shard.MaxQueue < 1:
+			return c, fmt.Errorf("--hot-queue must be positive, got %d", c.Shard.MaxQueue)
+		case c.Shard.RateLimit > 0 && c.Shard.RateBurst < 1:
+			return c, fmt.Errorf("--rate-burst must be at least 1, got %d", c.Shard.RateBurst)
+		case c.Shard.CacheMaxAge <= 0:
+			return c, fmt.Errorf("--price-cache-age must be positive")
+		}
 	}
 	return c, nil
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
 
 	"bidgate/gateway"
 	"bidgate/persist"
@@ -31,6 +34,20 @@ func migrate(ctx context.Context, cfg config) error {
 	return nil
 }
 
+func openRedis(ctx context.Context, cfg config) (redis.UniversalClient, error) {
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs:    strings.Split(cfg.RedisAddrs, ","),
+		Password: cfg.RedisPassword,
+	})
+	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pingCtx).Err(); err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("reach Redis at %s (is it running? see README): %w", cfg.RedisAddrs, err)
+	}
+	return rdb, nil
+}
+
 func serve(ctx context.Context, cfg config) error {
 	log, err := cfg.logger()
 	if err != nil {
@@ -49,9 +66,29 @@ func serve(ctx context.Context, cfg config) error {
 		log.Info("database migrated", "applied", applied)
 	}
 
+	rdb, err := openRedis(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	srv := gateway.New(gateway.Config{RequestTimeout: cfg.RequestTimeout}, shard.New(db), db.Ping, reg, log)
+	cfg.Shard.Log = log
+	shards := shard.New(db, rdb, cfg.Shard, reg)
+	ready := func(ctx context.Context) error {
+		if err := db.Ping(ctx); err != nil {
+			return fmt.Errorf("PostgreSQL: %w", err)
+		}
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("redis: %w", err)
+		}
+		return nil
+	}
+	if cfg.OperatorToken == "" {
+		log.Warn("no --operator-token: operator routes (promote) are open to every client")
+	}
+	srv := gateway.New(gateway.Config{RequestTimeout: cfg.RequestTimeout, OperatorToken: cfg.OperatorToken}, shards, ready, reg, log)
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

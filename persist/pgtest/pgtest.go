@@ -1,10 +1,12 @@
-// Package pgtest gives tests a PostgreSQL database of their own: created with a
-// random name on the local server, migrated, and dropped when the test ends.
+// Package pgtest gives tests a PostgreSQL database of their own (created with
+// a random name on the local server, migrated, dropped when the test ends)
+// and a client on the local Redis.
 package pgtest
 
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"net/url"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"bidgate/persist"
 )
@@ -63,6 +66,14 @@ func New(tb testing.TB, maxConns int32) (*pgxpool.Pool, string) {
 	if _, err := persist.Migrate(ctx, db); err != nil {
 		tb.Fatalf("migrate test database: %v", err)
 	}
+	// Auction ids start at a random point, so that tests running at once
+	// against one Redis never share an auction's keys.
+	var offset [4]byte
+	_, _ = rand.Read(offset[:])
+	start := int64(binary.BigEndian.Uint32(offset[:]))<<8 + 1
+	if _, err := db.Exec(ctx, `SELECT setval('auction_id_seq', $1, false)`, start); err != nil {
+		tb.Fatalf("offset auction ids: %v", err)
+	}
 	return db, dbURL
 }
 
@@ -88,4 +99,20 @@ func WaitForEnd(tb testing.TB, db *pgxpool.Pool, auction int64) {
 		`SELECT pg_sleep_until(end_time + INTERVAL '1 millisecond') FROM auction WHERE id = $1`, auction); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// Redis returns a client on the test Redis server (BIDGATE_TEST_REDIS_ADDR,
+// default 127.0.0.1:6379), closed when tb ends.
+func Redis(tb testing.TB) *redis.Client {
+	tb.Helper()
+	addr := os.Getenv("BIDGATE_TEST_REDIS_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:6379"
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		tb.Fatalf("connect to the test Redis server (%s): %v", addr, err)
+	}
+	tb.Cleanup(func() { rdb.Close() })
+	return rdb
 }

@@ -1,0 +1,33 @@
+package bidgate
+
+import (
+	"strconv"
+	"time"
+)
+
+// UpdatesChannel is the Redis pub/sub channel that carries an auction's
+// state after every change.
+func UpdatesChannel(auctionID int64) string { return "auction:" + strconv.FormatInt(auctionID, 10) }
+
+// StateUpdate is the message published on UpdatesChannel. Seq is the
+// auction's bid count and only rises, so a listener can drop older updates.
+type StateUpdate struct {
+	AuctionID    int64  `json:"auctionId"`
+	CurrentPrice string `json:"currentPrice"`
+	LeaderID     *int64 `json:"leaderId"`
+	EndTime      string `json:"endTime"`
+	Status       Status `json:"status"`
+	BidCount     int64  `json:"bidCount"`
+	Seq          int64  `json:"seq"`
+}
+
+// NewStateUpdate builds the update for an auction's state.
+func NewStateUpdate(a Auction) StateUpdate {
+	u := StateUpdate{AuctionID: a.ID, CurrentPrice: FormatMoney(a.CurrentPrice),
+		EndTime: a.EndTime.UTC().Format(time.RFC3339Nano), Status: a.Status, BidCount: a.BidCount, Seq: a.BidCount}
+	if a.LeaderID != 0 {
+		leader := a.LeaderID
+		u.LeaderID = &leader
+	}
+	return u
+}

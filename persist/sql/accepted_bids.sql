@@ -1,0 +1,4 @@
+SELECT bidder_id, amount, request_id, seq, accepted_at, end_time
+  FROM bid
+ WHERE auction_id = $1
+ ORDER BY seq
