@@ -4,28 +4,30 @@ PGHOST ?= 127.0.0.1
 PGPORT ?= 5432
 PGUSER ?= postgres
 DBNAME ?= bidgate
+REDISHOST ?= 127.0.0.1
+REDISPORT ?= 6379
 export BIDGATE_POSTGRES_URL ?= postgres://$(PGUSER)@$(PGHOST):$(PGPORT)/$(DBNAME)?sslmode=disable
 
 STATICCHECK = go run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run build test bench lint db check-postgres
+.PHONY: run build test bench lint db check-postgres check-redis
 
-## run: start bidgate on :8080 against the local PostgreSQL (creates the database if missing)
-run: db
+## run: start bidgate on :8080 against the local PostgreSQL and Redis (creates the database if missing)
+run: db check-redis
 	go run ./cmd/bidgate serve
 
 ## build: compile bin/bidgate
 build:
 	go build -o bin/bidgate ./cmd/bidgate
 
-## test: every test, with the race detector, against the local PostgreSQL
-test: check-postgres
+## test: every test, with the race detector, against the local PostgreSQL and Redis
+test: check-postgres check-redis
 	go vet ./...
 	go test -race -count=1 -timeout 9m ./...
 
-## bench: the Go benchmarks (HTTP bid paths)
-bench: check-postgres
-	go test -run '^$$' -bench . -benchtime 3s -count 3 ./gateway/
+## bench: the Go benchmarks: bids through HTTP (cold, hot batched and not) and the raw Redis script
+bench: check-postgres check-redis
+	go test -run '^$$' -bench . -benchtime 3s -count 3 ./shard/ ./gateway/
 
 ## lint: gofmt, go vet and staticcheck
 lint:
@@ -38,6 +40,13 @@ check-postgres:
 	  echo "PostgreSQL is not answering on $(PGHOST):$(PGPORT)."; \
 	  echo "Start it (Debian: pg_ctlcluster --skip-systemctl-redirect \$$(ls /etc/postgresql) main start)"; \
 	  echo "or point PGHOST/PGPORT (and BIDGATE_POSTGRES_URL) at a running server."; \
+	  exit 1; }
+
+check-redis:
+	@redis-cli -h $(REDISHOST) -p $(REDISPORT) ping >/dev/null 2>&1 || { \
+	  echo "Redis is not answering on $(REDISHOST):$(REDISPORT)."; \
+	  echo "Start it (redis-server --daemonize yes --bind 127.0.0.1 --port $(REDISPORT))"; \
+	  echo "or point REDISHOST/REDISPORT (and BIDGATE_REDIS_ADDRS) at a running server."; \
 	  exit 1; }
 
 db: check-postgres

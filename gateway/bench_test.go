@@ -10,34 +10,73 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
+
+	"bidgate/shard"
 )
 
 // BenchmarkColdBid drives one cold auction through the real HTTP server with
-// a fixed number of concurrent bidders, each bidding the next amount of a
+// a fixed number of concurrent clients, each bidding the next amount of a
 // shared rising sequence. It reports throughput, the share accepted and the
-// latency percentiles of all answers.
+// latency percentiles of all answers. Every request comes from a new bidder,
+// so the token bucket (default 5/s) runs but never limits.
 func BenchmarkColdBid(b *testing.B) {
-	s, _ := startServer(b)
-	for _, bidders := range []int{1, 8, 64} {
-		b.Run(fmt.Sprintf("bidders=%d", bidders), func(b *testing.B) {
+	s, _ := startServerWith(b, shard.Config{PromoteRate: -1})
+	for _, clients := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("bidders=%d", clients), func(b *testing.B) {
 			id := s.createAuction(validAuction())
-			runBidLoad(b, s.base, id, bidders, 1010, 10)
+			runBidLoad(b, s.base, id, clients, 1010, 10)
 		})
 	}
 }
 
-// runBidLoad splits b.N bids over bidders goroutines, bidding start,
-// start+step, ... in issue order.
-func runBidLoad(b *testing.B, base string, auction int64, bidders int, start, step int64) {
-	client := &fasthttp.HostClient{Addr: strings.TrimPrefix(base, "http://"), MaxConns: bidders}
+// BenchmarkHotBid is the same load on one hot auction, batched (up to 256
+// bids per script call) and unbatched (1), with the mean batch size seen.
+func BenchmarkHotBid(b *testing.B) {
+	for _, batch := range []int{256, 1} {
+		s, _ := startServerWith(b, shard.Config{MaxBatch: batch, MaxQueue: 16384})
+		for _, clients := range []int{64, 256} {
+			b.Run(fmt.Sprintf("batch=%d/bidders=%d", batch, clients), func(b *testing.B) {
+				id := s.createAuction(with(validAuction(), "hot", true))
+				before := batchStats(b, s.reg)
+				runBidLoad(b, s.base, id, clients, 1010, 10)
+				after := batchStats(b, s.reg)
+				if calls := after.count - before.count; calls > 0 {
+					b.ReportMetric((after.sum-before.sum)/calls, "bids/batch")
+				}
+			})
+		}
+	}
+}
+
+type histStats struct{ sum, count float64 }
+
+func batchStats(b *testing.B, reg *prometheus.Registry) histStats {
+	mfs, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "bidgate_hot_batch_size" {
+			h := mf.GetMetric()[0].GetHistogram()
+			return histStats{sum: h.GetSampleSum(), count: float64(h.GetSampleCount())}
+		}
+	}
+	return histStats{}
+}
+
+// runBidLoad splits b.N bids over clients goroutines, bidding start,
+// start+step, ... in issue order, each request as a new bidder.
+func runBidLoad(b *testing.B, base string, auction int64, clients int, start, step int64) {
+	client := &fasthttp.HostClient{Addr: strings.TrimPrefix(base, "http://"), MaxConns: clients}
 	url := fmt.Sprintf("%s/auctions/%d/bids", base, auction)
-	var next, accepted, failed atomic.Int64
-	latencies := make([][]time.Duration, bidders)
+	var next, accepted, failed, limited atomic.Int64
+	latencies := make([][]time.Duration, clients)
 	var wg sync.WaitGroup
 	b.ResetTimer()
 	t0 := time.Now()
-	for g := range bidders {
+	for g := range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -53,15 +92,18 @@ func runBidLoad(b *testing.B, base string, auction int64, bidders int, start, st
 				req.SetRequestURI(url)
 				req.Header.SetMethod("POST")
 				req.Header.Set("Idempotency-Key", uuid.NewString())
-				req.SetBodyString(fmt.Sprintf(`{"bidderId":%d,"amount":%d}`, g+1, start+step*n))
+				req.SetBodyString(fmt.Sprintf(`{"bidderId":%d,"amount":%d}`, n, start+step*n))
 				t := time.Now()
 				err := client.Do(req, resp)
 				latencies[g] = append(latencies[g], time.Since(t))
+
 				switch {
 				case err != nil:
 					failed.Add(1)
 				case resp.StatusCode() == 201:
 					accepted.Add(1)
+				case resp.StatusCode() == 429:
+					limited.Add(1)
 				case resp.StatusCode() != 409:
 					failed.Add(1)
 				}
@@ -77,6 +119,9 @@ func runBidLoad(b *testing.B, base string, auction int64, bidders int, start, st
 	b.ReportMetric(float64(accepted.Load())/elapsed.Seconds(), "accepted/s")
 	b.ReportMetric(ms(percentile(all, 0.50)), "p50-ms")
 	b.ReportMetric(ms(percentile(all, 0.99)), "p99-ms")
+	if l := limited.Load(); l > 0 {
+		b.Fatalf("%d bids rate limited: the benchmark would measure the limiter", l)
+	}
 	if f := failed.Load(); f > 0 {
 		b.Fatalf("%d of %d bids failed (neither 201 nor 409)", f, b.N)
 	}

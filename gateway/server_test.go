@@ -22,19 +22,32 @@ import (
 type testServer struct {
 	t    testing.TB
 	base string
+	reg  *prometheus.Registry // the shard's metrics
 }
 
+// startServer serves a shard without rate limit or automatic promotion, so
+// that tests may bid as often as they like.
 func startServer(t testing.TB) (*testServer, *pgxpool.Pool) {
+	return startServerWith(t, shard.Config{RateLimit: -1, PromoteRate: -1})
+}
+
+func startServerWith(t testing.TB, cfg shard.Config) (*testServer, *pgxpool.Pool) {
 	t.Helper()
 	db, _ := pgtest.New(t, 32)
-	a := shard.New(db, pgtest.Redis(t), shard.Config{RateLimit: -1, PromoteRate: -1}, prometheus.NewRegistry())
-	return serveOn(t, a, db.Ping), db
+	reg := prometheus.NewRegistry()
+	s := serveOn(t, shard.New(db, pgtest.Redis(t), cfg, reg), db.Ping)
+	s.reg = reg
+	return s, db
 }
 
 func serveOn(t testing.TB, a Auctions, ready func(context.Context) error) *testServer {
+	return serveWith(t, Config{}, a, ready)
+}
+
+func serveWith(t testing.TB, cfg Config, a Auctions, ready func(context.Context) error) *testServer {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := New(Config{}, a, ready, prometheus.NewRegistry(), log)
+	srv := New(cfg, a, ready, prometheus.NewRegistry(), log)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 	"bidgate/persist/pgtest"
 )
 
-func newHotAuction(t *testing.T, s *Service, start, inc string, d, window, by time.Duration) bidgate.Auction {
+func newHotAuction(t testing.TB, s *Service, start, inc string, d, window, by time.Duration) bidgate.Auction {
 	t.Helper()
 	a, err := s.CreateAuction(ctx, bidgate.NewAuction{
 		SellerID: 7, Title: "hot lot", StartPrice: decimal.RequireFromString(start),
@@ -458,5 +458,43 @@ func TestPromotionUnderLoad(t *testing.T) {
 	}
 	if bidgate.Cents(got.CurrentPrice) != prev || got.Mode != bidgate.ModeHot {
 		t.Fatalf("auction at %s (%s), history ends at %d cents", got.CurrentPrice, got.Mode, prev)
+	}
+}
+
+func TestAutomaticPromotion(t *testing.T) {
+	db, _ := pgtest.New(t, 8)
+	s := newService(t, db, Config{PromoteRate: 5})
+	a := newAuction(t, s, "1000", "1", time.Hour, 0, time.Second)
+	var accepted []bidgate.BidRequest
+	for i := range 50 {
+		r := bid(a.ID, int64(i+1), strconv.Itoa(1001+i))
+		if _, err := s.PlaceBid(ctx, r); err != nil {
+			t.Fatalf("bid %d: %v", i, err)
+		}
+		accepted = append(accepted, r)
+	}
+	// Promotion runs in the background; wait for it, bounded.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := s.store.Auction(ctx, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Mode == bidgate.ModeHot {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("50 quick bids did not promote the auction")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, r := range accepted {
+		if res, err := s.PlaceBid(ctx, r); err != nil || !res.Replayed {
+			t.Fatalf("replay after automatic promotion: %+v %v", res, err)
+		}
+	}
+	got, err := s.Auction(ctx, a.ID)
+	if err != nil || !got.CurrentPrice.Equal(decimal.NewFromInt(1050)) || got.BidCount != 50 {
+		t.Fatalf("after promotion: %+v %v", got, err)
 	}
 }

@@ -19,7 +19,8 @@ var (
 )
 
 // limiter is the per-bidder token bucket, shared by every node through Redis.
-// Checks waiting at the same time go to Redis in one pipeline.
+// Bidders are spread over lanes; the checks waiting in one lane go to Redis
+// as one script call, and a lane's keys share a hash tag (one Cluster slot).
 type limiter struct {
 	rdb   redis.UniversalClient
 	rate  float64 // tokens per second
@@ -27,8 +28,8 @@ type limiter struct {
 	batch *batchers[int, int64, time.Duration]
 }
 
-// lanes is how many pipelines may be in flight at once.
-const lanes = 4
+// lanes is how many script calls may be in flight at once.
+const lanes = 8
 
 func newLimiter(rdb redis.UniversalClient, rate float64, burst int) *limiter {
 	l := &limiter{rdb: rdb, rate: rate, burst: burst}
@@ -51,40 +52,27 @@ func (l *limiter) allow(ctx context.Context, bidder int64) error {
 	return nil
 }
 
-// check runs the bucket script for each bidder in one pipeline and returns
-// how long each must wait (0: allowed).
-func (l *limiter) check(ctx context.Context, _ int, bidders []int64) ([]time.Duration, error) {
-	rate, burst := strconv.FormatFloat(l.rate, 'f', -1, 64), strconv.Itoa(l.burst)
-	run := func() ([]*redis.Cmd, error) {
-		pipe := l.rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(bidders))
-		for i, b := range bidders {
-			cmds[i] = tokenBucketScript.EvalSha(ctx, pipe, []string{bucketKey(b)}, rate, burst)
-		}
-		_, err := pipe.Exec(ctx)
-		return cmds, err
+// check runs the bucket script for the bidders of one lane and returns how
+// long each must wait (0: allowed).
+func (l *limiter) check(ctx context.Context, lane int, bidders []int64) ([]time.Duration, error) {
+	keys := make([]string, len(bidders))
+	for i, b := range bidders {
+		keys[i] = bucketKey(lane, b)
 	}
-	cmds, err := run()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		// Redis restarted or failed over: load the script and try once more.
-		if err = tokenBucketScript.Load(ctx, l.rdb).Err(); err == nil {
-			cmds, err = run()
-		}
-	}
+	v, err := tokenBucketScript.Run(ctx, l.rdb, keys, strconv.FormatFloat(l.rate, 'f', -1, 64), l.burst).Int64Slice()
 	if err != nil {
 		return nil, unavailable(fmt.Errorf("rate limit: %w", err))
 	}
+	if len(v) != len(bidders) {
+		return nil, fmt.Errorf("rate limit: %d answers for %d bidders", len(v), len(bidders))
+	}
 	waits := make([]time.Duration, len(bidders))
-	for i, c := range cmds {
-		v, err := c.Int64Slice()
-		if err != nil || len(v) != 2 {
-			return nil, fmt.Errorf("rate limit: bad reply %v: %w", c.Val(), err)
-		}
-		if v[0] == 0 {
-			waits[i] = time.Duration(max(v[1], 1)) * time.Millisecond
-		}
+	for i, ms := range v {
+		waits[i] = time.Duration(ms) * time.Millisecond
 	}
 	return waits, nil
 }
 
-func bucketKey(bidder int64) string { return "ratelimit:{" + strconv.FormatInt(bidder, 10) + "}" }
+func bucketKey(lane int, bidder int64) string {
+	return "ratelimit:{" + strconv.Itoa(lane) + "}:" + strconv.FormatInt(bidder, 10)
+}
