@@ -31,3 +31,28 @@ func NewStateUpdate(a Auction) StateUpdate {
 	}
 	return u
 }
+
+// AuctionClosed is the payload of an auction-closed event. Consumers must be
+// idempotent per AuctionID: the event is delivered at least once, and every
+// copy carries the same winner and price.
+type AuctionClosed struct {
+	AuctionID  int64     `json:"auctionId"`
+	WinnerID   *int64    `json:"winnerId"` // nil when nobody bid
+	FinalPrice string    `json:"finalPrice"`
+	ClosedAt   time.Time `json:"closedAt"`
+	BidCount   int64     `json:"bidCount"`
+}
+
+// BidAccepted is the payload of a bid-accepted message: one bid accepted on
+// the hot path, as its auction's Redis log recorded it. StreamID is the
+// entry's id in that log.
+type BidAccepted struct {
+	AuctionID  int64     `json:"auctionId"`
+	BidderID   int64     `json:"bidderId"`
+	Amount     string    `json:"amount"`
+	RequestID  string    `json:"requestId"`
+	Seq        int64     `json:"seq"`
+	AcceptedAt time.Time `json:"acceptedAt"`
+	EndTime    time.Time `json:"endTime"`
+	StreamID   string    `json:"streamId"`
+}

@@ -25,11 +25,11 @@ var (
 	loadStateScript = redis.NewScript(loadStateLua)
 )
 
-// hotKeys are an auction's Redis keys. They share the hash tag {id}, so one
-// script can use them all on a Redis Cluster.
+// hotKeys are the keys bid_batch.lua and load_state.lua take: state,
+// request ids, log.
 func hotKeys(auctionID int64) []string {
-	tag := "auction:{" + strconv.FormatInt(auctionID, 10) + "}:"
-	return []string{tag + "state", tag + "reqs", tag + "log"}
+	k := persist.KeysOf(auctionID)
+	return []string{k.State, k.Reqs, k.Log}
 }
 
 // hot serializes bids of hot auctions in Redis, one script call per batch.
@@ -218,6 +218,10 @@ func writeState(ctx context.Context, rdb redis.UniversalClient, a bidgate.Auctio
 		args = append(args, b.RequestID.String(), requestRecord(b))
 	}
 	n, err := loadStateScript.Run(ctx, rdb, hotKeys(a.ID), args...).Int()
+	if err == nil {
+		// The relay finds the auction's log through this set.
+		err = rdb.SAdd(ctx, persist.HotAuctionsKey, a.ID).Err()
+	}
 	if err != nil {
 		return false, unavailable(fmt.Errorf("write auction %d to Redis: %w", a.ID, err))
 	}

@@ -1,0 +1,27 @@
+package persist
+
+import "strconv"
+
+// HotKeys are a hot auction's Redis keys. They share the hash tag {id}, so
+// one script can use them all on a Redis Cluster.
+//
+//	State     hash: price, inc (cents), leader, end_us, status, window_us, by_us, seq
+//	Reqs      hash: request id -> "seq|accepted_us|end_us|bidder|cents"
+//	Log       stream of accepted bids: seq, bidder, amount (cents), req, at_us, end_us
+//	Relayed   string: id of the last log entry produced to Kafka
+//	Persisted string: id of the last log entry known to be in PostgreSQL
+type HotKeys struct {
+	State, Reqs, Log, Relayed, Persisted string
+}
+
+// KeysOf returns auction id's keys.
+func KeysOf(id int64) HotKeys {
+	tag := "auction:{" + strconv.FormatInt(id, 10) + "}:"
+	return HotKeys{State: tag + "state", Reqs: tag + "reqs", Log: tag + "log",
+		Relayed: tag + "relayed", Persisted: tag + "persisted"}
+}
+
+// HotAuctionsKey is a set of the ids of auctions that have, or had, a Redis
+// log to relay. The relay drops an id once its auction is closed and its log
+// is in PostgreSQL.
+const HotAuctionsKey = "bidgate:hot-auctions"

@@ -1,0 +1,71 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+func TestEmbeddedBrokerRoundTrip(t *testing.T) {
+	e, err := StartEmbedded(0, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := EnsureTopics(ctx, e.Addrs(), 4, 1); err != nil {
+		t.Fatal(err)
+	}
+
+	w := NewWriter(e.Addrs(), TopicBidAccepted)
+	defer w.Close()
+	msgs := make([]kafka.Message, 1000)
+	for i := range msgs {
+		msgs[i] = kafka.Message{Key: []byte(fmt.Sprint(i % 7)), Value: []byte(fmt.Sprint(i))}
+	}
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+
+	r := NewReader(e.Addrs(), TopicBidAccepted, "test")
+	defer r.Close()
+	last := map[string]int{} // per key, values must rise: order is kept
+	for range msgs {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v int
+		fmt.Sscan(string(m.Value), &v)
+		if prev, ok := last[string(m.Key)]; ok && v <= prev {
+			t.Fatalf("key %s: %d after %d", m.Key, v, prev)
+		}
+		last[string(m.Key)] = v
+		if err := r.CommitMessages(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A third-party client reads the same topic.
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("kcat is not installed (CI installs it: apt-get install kcat)")
+		}
+		t.Skip("kcat not installed")
+	}
+	out, err := exec.CommandContext(ctx, kcat, "-C", "-b", e.Addrs()[0], "-t", TopicBidAccepted, "-e", "-q", "-f", "%s\n").Output()
+	if err != nil {
+		t.Fatalf("kcat: %v", err)
+	}
+	if n := len(strings.Fields(string(out))); n != len(msgs) {
+		t.Fatalf("kcat read %d messages, want %d", n, len(msgs))
+	}
+}
