@@ -1,0 +1,7 @@
+package persist
+
+// Test hooks for the crash-point tests in package persist_test.
+
+func SetAfterProduce(r *Relay, f func(auctionID int64) error) { r.afterProduce = f }
+
+func SetAfterInsert(p *Persister, f func() error) { p.afterInsert = f }

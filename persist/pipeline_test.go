@@ -1,0 +1,296 @@
+package persist_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/shopspring/decimal"
+
+	"bidgate"
+	"bidgate/persist"
+	"bidgate/persist/kafka"
+	"bidgate/persist/pgtest"
+	"bidgate/shard"
+)
+
+type pipeline struct {
+	t      *testing.T
+	db     *pgxpool.Pool
+	rdb    *redis.Client
+	shard  *shard.Service
+	broker *kafka.Embedded
+	port   int
+}
+
+func newPipeline(t *testing.T) *pipeline {
+	db, _ := pgtest.New(t, 16)
+	rdb := pgtest.Redis(t)
+	p := &pipeline{t: t, db: db, rdb: rdb,
+		shard: shard.New(db, rdb, shard.Config{RateLimit: -1, PromoteRate: -1}, prometheus.NewRegistry())}
+	p.startBroker(0)
+	return p
+}
+
+func (p *pipeline) startBroker(port int) {
+	b, err := kafka.StartEmbedded(port, 4)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.broker = b
+	_, portStr, _ := net.SplitHostPort(b.Addrs()[0])
+	p.port, _ = strconv.Atoi(portStr)
+	p.t.Cleanup(b.Close)
+}
+
+// run starts fn in the background until the test ends.
+func (p *pipeline) run(fn func(ctx context.Context) error) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := fn(ctx); err != nil && ctx.Err() == nil {
+			p.t.Errorf("pipeline component: %v", err)
+		}
+	}()
+	stop = func() { cancel(); <-done }
+	p.t.Cleanup(stop)
+	return stop
+}
+
+func (p *pipeline) relay(cfg persist.RelayConfig) *persist.Relay {
+	w := kafka.NewWriter(p.broker.Addrs(), kafka.TopicBidAccepted)
+	p.t.Cleanup(func() { w.Close() })
+	return persist.NewRelay(p.rdb, w, cfg, prometheus.NewRegistry())
+}
+
+func (p *pipeline) persister(group string) *persist.Persister {
+	r := kafka.NewReader(p.broker.Addrs(), kafka.TopicBidAccepted, group)
+	p.t.Cleanup(func() { r.Close() })
+	return persist.NewPersister(p.db, p.rdb, r, persist.PersisterConfig{}, prometheus.NewRegistry())
+}
+
+func (p *pipeline) hotAuction() bidgate.Auction {
+	a, err := p.shard.CreateAuction(context.Background(), bidgate.NewAuction{SellerID: 1, Title: "hot",
+		StartPrice: decimal.NewFromInt(100), MinIncrement: decimal.NewFromInt(1),
+		EndTime: time.Now().Add(time.Hour), ExtendBy: time.Second, Hot: true})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return a
+}
+
+// bid sends n bids from 32 goroutines with rising amounts and returns the
+// request ids that were accepted.
+func (p *pipeline) bid(auction int64, n int, from int64) map[uuid.UUID]bool {
+	var (
+		mu       sync.Mutex
+		accepted = map[uuid.UUID]bool{}
+		next     atomic.Int64
+		wg       sync.WaitGroup
+	)
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > int64(n) {
+					return
+				}
+				r := bidgate.BidRequest{AuctionID: auction, BidderID: int64(g + 1),
+					Amount: decimal.NewFromInt(from + i), RequestID: uuid.New()}
+				res, err := p.shard.PlaceBid(context.Background(), r)
+				switch {
+				case err == nil && !res.Replayed:
+					mu.Lock()
+					accepted[r.RequestID] = true
+					mu.Unlock()
+				case err != nil && !errors.Is(err, bidgate.ErrBidTooLow):
+					p.t.Errorf("bid: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return accepted
+}
+
+// waitForBids waits, bounded, until the bid table holds want rows for the
+// auction, then returns their request ids.
+func (p *pipeline) waitForBids(auction int64, want int) map[uuid.UUID]bool {
+	p.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var n int
+		if err := p.db.QueryRow(context.Background(), `SELECT count(*) FROM bid WHERE auction_id = $1`, auction).Scan(&n); err != nil {
+			p.t.Fatal(err)
+		}
+		if n >= want {
+			break
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("after 60s the bid table holds %d of %d bids", n, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rows, err := p.db.Query(context.Background(), `SELECT request_id FROM bid WHERE auction_id = $1`, auction)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	ids := map[uuid.UUID]bool{}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			p.t.Fatal(err)
+		}
+		ids[id] = true
+	}
+	return ids
+}
+
+// checkSame asserts that PostgreSQL holds exactly the accepted bids, and
+// that the auction row carries the highest of them.
+func (p *pipeline) checkSame(a bidgate.Auction, accepted map[uuid.UUID]bool) {
+	p.t.Helper()
+	got := p.waitForBids(a.ID, len(accepted))
+	if len(got) != len(accepted) {
+		p.t.Fatalf("bid table holds %d bids, %d were accepted", len(got), len(accepted))
+	}
+	for id := range accepted {
+		if !got[id] {
+			p.t.Fatalf("accepted bid %s is not in PostgreSQL", id)
+		}
+	}
+	live, err := p.shard.Auction(context.Background(), a.ID)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	var price decimal.Decimal
+	var count int64
+	if err := p.db.QueryRow(context.Background(), `SELECT current_price, bid_count FROM auction WHERE id = $1`, a.ID).Scan(&price, &count); err != nil {
+		p.t.Fatal(err)
+	}
+	if !price.Equal(live.CurrentPrice) || count != live.BidCount {
+		p.t.Fatalf("PostgreSQL row at %s after %d bids, Redis at %s after %d", price, count, live.CurrentPrice, live.BidCount)
+	}
+}
+
+func TestHotBidsReachPostgreSQL(t *testing.T) {
+	p := newPipeline(t)
+	a := p.hotAuction()
+	p.run(p.relay(persist.RelayConfig{}).Run)
+	p.run(p.persister("persister").Run)
+	p.run(p.persister("persister").Run) // two share the partitions
+	accepted := p.bid(a.ID, 3000, 100)
+	p.checkSame(a, accepted)
+	t.Logf("%d accepted bids all in PostgreSQL", len(accepted))
+}
+
+// The relay dies after producing and before moving its cursor; the next
+// relay produces the same entries again and the persister absorbs them.
+func TestRelayCrashBetweenProduceAndCursor(t *testing.T) {
+	p := newPipeline(t)
+	a := p.hotAuction()
+	accepted := p.bid(a.ID, 500, 100)
+
+	crashing := p.relay(persist.RelayConfig{})
+	persist.SetAfterProduce(crashing, func(int64) error { return errors.New("crash") })
+	if _, err := crashing.RelayOnce(context.Background()); err == nil {
+		t.Fatal("the crashing relay did not stop at the hook")
+	}
+	p.run(p.persister("persister").Run)
+	p.run(p.relay(persist.RelayConfig{}).Run)
+	p.checkSame(a, accepted)
+}
+
+// The persister dies after its transaction and before committing offsets;
+// a new one gets the same messages again and writes nothing twice.
+func TestPersisterCrashBetweenInsertAndCommit(t *testing.T) {
+	p := newPipeline(t)
+	a := p.hotAuction()
+	accepted := p.bid(a.ID, 500, 100)
+	if _, err := p.relay(persist.RelayConfig{}).RelayOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	crashing := p.persister("persister")
+	crashed := errors.New("crash")
+	persist.SetAfterInsert(crashing, func() error { return crashed })
+	if err := crashing.Run(context.Background()); !errors.Is(err, crashed) {
+		t.Fatalf("persister run: %v", err)
+	}
+	var n int
+	if err := p.db.QueryRow(context.Background(), `SELECT count(*) FROM bid WHERE auction_id = $1`, a.ID).Scan(&n); err != nil || n == 0 {
+		t.Fatalf("the crashing persister wrote %d bids (err %v)", n, err)
+	}
+	p.run(p.persister("persister").Run)
+	p.checkSame(a, accepted)
+}
+
+// Kafka goes away (the embedded broker stops, forgetting everything) while
+// bids keep coming; once it is back on the same port, everything arrives.
+func TestKafkaUnavailable(t *testing.T) {
+	p := newPipeline(t)
+	a := p.hotAuction()
+	p.run(p.relay(persist.RelayConfig{Refeed: time.Second}).Run)
+	stopPersister := p.run(p.persister("persister").Run)
+	accepted := p.bid(a.ID, 300, 100)
+	p.waitForBids(a.ID, len(accepted))
+
+	stopPersister()
+	p.broker.Close()
+	more := p.bid(a.ID, 300, 1000) // accepted while Kafka is down
+	if len(more) == 0 {
+		t.Fatal("no bid accepted while Kafka was down")
+	}
+	for id := range more {
+		accepted[id] = true
+	}
+	p.startBroker(p.port)
+	stopPersister = p.run(p.persister("persister-2").Run)
+	p.checkSame(a, accepted)
+
+	// Worse: the broker forgets bids the relay had already produced and the
+	// persister had not read. The relay sees the persisted position lag and
+	// produces them again.
+	stopPersister()
+	lost := p.bid(a.ID, 300, 2000)
+	for id := range lost {
+		accepted[id] = true
+	}
+	p.waitRelayed(a.ID)
+	p.broker.Close()
+	p.startBroker(p.port)
+	p.run(p.persister("persister-3").Run)
+	p.checkSame(a, accepted)
+}
+
+// waitRelayed waits, bounded, until the relay's cursor reaches the newest
+// entry of the auction's log.
+func (p *pipeline) waitRelayed(auction int64) {
+	p.t.Helper()
+	k := persist.KeysOf(auction)
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		last, err := p.rdb.XRevRangeN(context.Background(), k.Log, "+", "-", 1).Result()
+		if err != nil || len(last) == 0 {
+			p.t.Fatalf("log of auction %d: %v", auction, err)
+		}
+		if cur, _ := p.rdb.Get(context.Background(), k.Relayed).Result(); cur == last[0].ID {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.t.Fatal("the relay did not catch up within 30s")
+}
