@@ -171,11 +171,13 @@ func (p *Persister) persist(ctx context.Context, msgs []kafka.Message) error {
 			return err
 		}
 	}
+	pipe := p.rdb.Pipeline()
 	for id, sid := range persisted {
-		if err := setMaxIDScript.Run(ctx, p.rdb, []string{KeysOf(id).Persisted}, sid.String()).Err(); err != nil {
-			// Only trimming waits on this; the next batch records it again.
-			p.cfg.Log.Warn("recording persisted position failed", "auction", id, "err", err)
-		}
+		setMaxIDScript.Eval(ctx, pipe, []string{KeysOf(id).Persisted}, sid.String())
+	}
+	if _, err := pipe.Exec(ctx); err != nil && len(persisted) > 0 {
+		// Only trimming waits on this; the next batch records it again.
+		p.cfg.Log.Warn("recording persisted positions failed", "auctions", len(persisted), "err", err)
 	}
 	p.metrics.persisted.Add(float64(len(cols.auction)))
 	p.metrics.batchDuration.Observe(time.Since(start).Seconds())

@@ -24,7 +24,7 @@ import (
 )
 
 type pipeline struct {
-	t      *testing.T
+	t      testing.TB
 	db     *pgxpool.Pool
 	rdb    *redis.Client
 	shard  *shard.Service
@@ -32,7 +32,7 @@ type pipeline struct {
 	port   int
 }
 
-func newPipeline(t *testing.T) *pipeline {
+func newPipeline(t testing.TB) *pipeline {
 	db, _ := pgtest.New(t, 16)
 	rdb := pgtest.Redis(t)
 	p := &pipeline{t: t, db: db, rdb: rdb,
@@ -274,6 +274,25 @@ func TestKafkaUnavailable(t *testing.T) {
 	p.startBroker(p.port)
 	p.run(p.persister("persister-3").Run)
 	p.checkSame(a, accepted)
+}
+
+// waitForTotal waits, bounded, until the bid table holds n rows.
+func (p *pipeline) waitForTotal(n int) {
+	p.t.Helper()
+	deadline := time.Now().Add(120 * time.Second)
+	for {
+		var got int
+		if err := p.db.QueryRow(context.Background(), `SELECT count(*) FROM bid`).Scan(&got); err != nil {
+			p.t.Fatal(err)
+		}
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("after 120s the bid table holds %d of %d bids", got, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // waitRelayed waits, bounded, until the relay's cursor reaches the newest

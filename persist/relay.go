@@ -124,100 +124,153 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 // RelayOnce does one pass over the hot auctions and returns how many log
-// entries it produced.
+// entries it produced. Every step is one round trip for all auctions: read
+// the cursors, read the new entries, produce them in one Kafka call, then
+// advance the cursors.
 func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
-	ids, err := r.rdb.SMembers(ctx, HotAuctionsKey).Result()
+	members, err := r.rdb.SMembers(ctx, HotAuctionsKey).Result()
 	if err != nil {
 		return 0, fmt.Errorf("list hot auctions: %w", err)
 	}
-	total, maxLag := 0, 0.0
-	var errs []error
-	for _, s := range ids {
+	var ids []int64
+	for _, s := range members {
 		id, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || (r.cfg.Owns != nil && !r.cfg.Owns(id)) {
-			continue
-		}
-		n, lag, err := r.relayAuction(ctx, id)
-		total += n
-		maxLag = max(maxLag, lag)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("relay auction %d: %w", id, err))
+		if err == nil && (r.cfg.Owns == nil || r.cfg.Owns(id)) {
+			ids = append(ids, id)
 		}
 	}
-	r.metrics.relayed.Add(float64(total))
+	if len(ids) == 0 {
+		r.metrics.lag.Set(0)
+		return 0, nil
+	}
+	views, err := r.look(ctx, ids)
+	if err != nil {
+		return 0, err
+	}
+
+	// Auctions with entries past their cursor, and finished ones.
+	var due []*logView
+	var done []any
+	maxLag := 0.0
+	for _, v := range views {
+		maxLag = max(maxLag, v.lag)
+		switch {
+		case v.relayed.before(v.last):
+			due = append(due, v)
+		case v.closed && !v.persisted.before(v.last):
+			done = append(done, v.id) // closed and all in PostgreSQL
+		}
+	}
 	r.metrics.lag.Set(maxLag)
-	return total, errors.Join(errs...)
-}
+	if len(done) > 0 {
+		if err := r.rdb.SRem(ctx, HotAuctionsKey, done...).Err(); err != nil {
+			return 0, fmt.Errorf("drop finished auctions: %w", err)
+		}
+	}
+	if len(due) == 0 {
+		return 0, nil
+	}
 
-// relayAuction relays one auction's next entries. lag is how far, in Redis
-// time, the relayed cursor is behind the newest entry, in seconds.
-func (r *Relay) relayAuction(ctx context.Context, id int64) (n int, lag float64, err error) {
-	k := KeysOf(id)
 	pipe := r.rdb.Pipeline()
-	relayedCmd, persistedCmd := pipe.Get(ctx, k.Relayed), pipe.Get(ctx, k.Persisted)
-	lastCmd, statusCmd := pipe.XRevRangeN(ctx, k.Log, "+", "-", 1), pipe.HGet(ctx, k.State, "status")
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return 0, 0, err
+	ranges := make([]*redis.XMessageSliceCmd, len(due))
+	for i, v := range due {
+		ranges[i] = pipe.XRangeN(ctx, KeysOf(v.id).Log, "("+v.relayed.String(), "+", int64(r.cfg.Batch))
 	}
-	relayed, err := cursor(relayedCmd)
-	if err != nil {
-		return 0, 0, err
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, fmt.Errorf("read logs: %w", err)
 	}
-	persisted, err := cursor(persistedCmd)
-	if err != nil {
-		return 0, 0, err
-	}
-	last := zeroID
-	if entries := lastCmd.Val(); len(entries) == 1 {
-		if last, err = parseStreamID(entries[0].ID); err != nil {
-			return 0, 0, err
+	var msgs []kafka.Message
+	for i, v := range due {
+		entries := ranges[i].Val()
+		for _, e := range entries {
+			m, err := bidMessage(v.id, e)
+			if err != nil {
+				return 0, err
+			}
+			msgs = append(msgs, m)
 		}
-	}
-	if relayed.before(last) {
-		lag = float64(last.ms-relayed.ms) / 1000
-	}
-	relayed = r.maybeRefeed(id, relayed, persisted)
-
-	if !relayed.before(last) {
-		// Nothing to relay. A closed auction whose whole log is in
-		// PostgreSQL needs no relaying any more.
-		if statusCmd.Val() == string(bidgate.StatusClosed) && !persisted.before(last) {
-			return 0, 0, r.rdb.SRem(ctx, HotAuctionsKey, id).Err()
+		if len(entries) > 0 {
+			v.next = entries[len(entries)-1].ID
 		}
-		return 0, lag, nil
-	}
-
-	entries, err := r.rdb.XRangeN(ctx, k.Log, "("+relayed.String(), "+", int64(r.cfg.Batch)).Result()
-	if err != nil {
-		return 0, lag, err
-	}
-	msgs := make([]kafka.Message, 0, len(entries))
-	for _, e := range entries {
-		m, err := bidMessage(id, e)
-		if err != nil {
-			return 0, lag, err
-		}
-		msgs = append(msgs, m)
 	}
 	if err := r.w.WriteMessages(ctx, msgs...); err != nil {
-		return 0, lag, fmt.Errorf("produce %d bids: %w", len(msgs), err)
+		return 0, fmt.Errorf("produce %d bids: %w", len(msgs), err)
 	}
-	if r.afterProduce != nil {
-		if err := r.afterProduce(id); err != nil {
-			return 0, lag, err
+	for _, v := range due {
+		if r.afterProduce != nil {
+			if err := r.afterProduce(v.id); err != nil {
+				return 0, err
+			}
 		}
 	}
-	if err := setMaxIDScript.Run(ctx, r.rdb, []string{k.Relayed}, entries[len(entries)-1].ID).Err(); err != nil {
-		return len(msgs), lag, fmt.Errorf("advance relayed cursor: %w", err)
-	}
-	if persisted != zeroID {
-		// Entries up to the persisted one are in PostgreSQL; keep that one
-		// so that the log never looks empty while bids exist.
-		if err := r.rdb.XTrimMinID(ctx, k.Log, persisted.String()).Err(); err != nil {
-			return len(msgs), lag, fmt.Errorf("trim log: %w", err)
+
+	pipe = r.rdb.Pipeline()
+	for _, v := range due {
+		k := KeysOf(v.id)
+		if v.next != "" {
+			setMaxIDScript.Eval(ctx, pipe, []string{k.Relayed}, v.next)
+		}
+		if v.persisted != zeroID {
+			// Entries before the persisted one are in PostgreSQL; keep that
+			// one so that the log never looks empty while bids exist.
+			pipe.XTrimMinID(ctx, k.Log, v.persisted.String())
 		}
 	}
-	return len(msgs), lag, nil
+	if _, err := pipe.Exec(ctx); err != nil {
+		return len(msgs), fmt.Errorf("advance relayed cursors: %w", err)
+	}
+	r.metrics.relayed.Add(float64(len(msgs)))
+	return len(msgs), nil
+}
+
+// logView is what the relay knows of one auction's log.
+type logView struct {
+	id                       int64
+	relayed, persisted, last streamID
+	closed                   bool
+	lag                      float64 // seconds, in Redis time, from the cursor to the newest entry
+	next                     string  // cursor after this pass
+}
+
+// look reads every auction's cursors, newest entry and status in one round
+// trip.
+func (r *Relay) look(ctx context.Context, ids []int64) ([]*logView, error) {
+	type cmds struct {
+		relayed, persisted, status *redis.StringCmd
+		last                       *redis.XMessageSliceCmd
+	}
+	pipe := r.rdb.Pipeline()
+	cs := make([]cmds, len(ids))
+	for i, id := range ids {
+		k := KeysOf(id)
+		cs[i] = cmds{relayed: pipe.Get(ctx, k.Relayed), persisted: pipe.Get(ctx, k.Persisted),
+			status: pipe.HGet(ctx, k.State, "status"), last: pipe.XRevRangeN(ctx, k.Log, "+", "-", 1)}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read relay cursors: %w", err)
+	}
+	views := make([]*logView, len(ids))
+	for i, id := range ids {
+		v := &logView{id: id, closed: cs[i].status.Val() == string(bidgate.StatusClosed)}
+		var err error
+		if v.relayed, err = cursor(cs[i].relayed); err != nil {
+			return nil, fmt.Errorf("auction %d: %w", id, err)
+		}
+		if v.persisted, err = cursor(cs[i].persisted); err != nil {
+			return nil, fmt.Errorf("auction %d: %w", id, err)
+		}
+		if entries := cs[i].last.Val(); len(entries) == 1 {
+			if v.last, err = parseStreamID(entries[0].ID); err != nil {
+				return nil, fmt.Errorf("auction %d: %w", id, err)
+			}
+		}
+		if v.relayed.before(v.last) {
+			v.lag = float64(v.last.ms-v.relayed.ms) / 1000
+		}
+		v.relayed = r.maybeRefeed(id, v.relayed, v.persisted)
+		views[i] = v
+	}
+	return views, nil
 }
 
 // maybeRefeed moves the relay back to the persisted position when the

@@ -108,7 +108,7 @@ func NewReader(brokers []string, topic, group string) *kafka.Reader {
 		GroupID:           group,
 		MinBytes:          1,
 		MaxBytes:          16 << 20,
-		MaxWait:           250 * time.Millisecond,
+		MaxWait:           50 * time.Millisecond,
 		SessionTimeout:    6 * time.Second,
 		HeartbeatInterval: time.Second,
 		RebalanceTimeout:  6 * time.Second,
