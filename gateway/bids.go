@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -79,6 +80,11 @@ func (s *Server) placeBid(ctx *fasthttp.RequestCtx) {
 		writeProblem(ctx, problemFor(err, s.log))
 		return
 	}
+	if s.forward != nil && ctx.UserValue(forwardedKey) == nil && s.forward.forward(ctx, r.AuctionID) {
+		outcome = "forwarded"
+		return
+	}
+	ctx.Response.Header.Set(headerNode, s.cfg.NodeID)
 	c, cancel := s.requestContext(ctx)
 	defer cancel()
 	res, err := s.auctions.PlaceBid(c, r)
@@ -92,6 +98,25 @@ func (s *Server) placeBid(ctx *fasthttp.RequestCtx) {
 		status = fasthttp.StatusOK
 	}
 	writeJSON(ctx, status, newBidResponse(res.Bid))
+}
+
+// forwardedKey marks a request that came through the internal endpoint:
+// it is served here, whatever this node's view of the ring (one hop at most).
+const forwardedKey = "bidgate.forwarded"
+
+// internalBid serves POST /auctions/{id}/bids on the internal endpoint.
+func (s *Server) internalBid(ctx *fasthttp.RequestCtx) {
+	if !verify(s.cfg.ClusterSecret, ctx) {
+		writeProblem(ctx, newProblem(fasthttp.StatusUnauthorized, "bad_signature",
+			"internal requests must be signed with the cluster secret"))
+		return
+	}
+	if hop, _ := strconv.Atoi(string(ctx.Request.Header.Peek(headerHop))); hop != 1 {
+		writeProblem(ctx, newProblem(fasthttp.StatusBadRequest, "bad_hop", "a forwarded bid carries X-Bidgate-Hop: 1"))
+		return
+	}
+	ctx.SetUserValue(forwardedKey, true)
+	s.placeBid(ctx)
 }
 
 // promote serves POST /auctions/{id}/promote, an operator's call.

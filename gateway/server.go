@@ -44,6 +44,18 @@ type Config struct {
 	// OperatorToken, when set, is required as "Authorization: Bearer <token>"
 	// on operator routes (promote). Empty leaves them open, for development.
 	OperatorToken string
+	// OpsOnly serves only /healthz, /readyz and /metrics: for processes that
+	// run other roles than the gateway.
+	OpsOnly bool
+
+	// NodeID names this node in the X-Bidgate-Node header of bid answers.
+	NodeID string
+	// Cluster, when set, places auctions on nodes: a bid for an auction
+	// another node owns is forwarded to that node's internal endpoint,
+	// signed with ClusterSecret.
+	Cluster        Cluster
+	ClusterSecret  []byte
+	ForwardTimeout time.Duration // default 2s
 }
 
 func (c *Config) setDefaults() {
@@ -62,6 +74,9 @@ func (c *Config) setDefaults() {
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = 60 * time.Second
 	}
+	if c.ForwardTimeout <= 0 {
+		c.ForwardTimeout = 2 * time.Second
+	}
 }
 
 // Server serves the API.
@@ -71,7 +86,9 @@ type Server struct {
 	ready    func(context.Context) error
 	log      *slog.Logger
 	metrics  *metrics
+	forward  *forwarder // nil on a single node
 	http     *fasthttp.Server
+	internal *fasthttp.Server
 }
 
 // New builds a Server. ready reports whether the stores answer (GET /readyz);
@@ -79,12 +96,21 @@ type Server struct {
 func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *prometheus.Registry, log *slog.Logger) *Server {
 	cfg.setDefaults()
 	s := &Server{cfg: cfg, auctions: auctions, ready: ready, log: log, metrics: newMetrics(reg)}
+	if cfg.Cluster != nil {
+		s.forward = newForwarder(cfg.Cluster, cfg.ClusterSecret, cfg.ForwardTimeout, reg)
+	}
 
 	r := router.New()
-	r.POST("/auctions", s.route("create_auction", s.createAuction))
-	r.GET("/auctions/{id}", s.route("get_auction", s.getAuction))
-	r.POST("/auctions/{id}/bids", s.route("place_bid", s.placeBid))
-	r.POST("/auctions/{id}/promote", s.route("promote", s.promote))
+	if !cfg.OpsOnly {
+		r.POST("/auctions", s.route("create_auction", s.createAuction))
+		r.GET("/auctions/{id}", s.route("get_auction", s.getAuction))
+		r.POST("/auctions/{id}/bids", s.route("place_bid", s.placeBid))
+		r.POST("/auctions/{id}/promote", s.route("promote", s.promote))
+	}
+	if cfg.Cluster != nil {
+		r.GET("/cluster/members", s.route("cluster_members", s.clusterMembers))
+		r.GET("/cluster/owner/{id}", s.route("cluster_owner", s.clusterOwner))
+	}
 	r.GET("/healthz", s.route("healthz", func(ctx *fasthttp.RequestCtx) { writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ok"}) }))
 	r.GET("/readyz", s.route("readyz", s.readyz))
 	r.GET("/metrics", fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
@@ -96,24 +122,42 @@ func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *
 	})
 	r.PanicHandler = s.recovered
 
-	s.http = &fasthttp.Server{
-		Handler:            r.Handler,
-		Name:               "bidgate",
-		MaxRequestBodySize: cfg.MaxBodyBytes,
-		ReadTimeout:        cfg.ReadTimeout,
-		WriteTimeout:       cfg.WriteTimeout,
-		IdleTimeout:        cfg.IdleTimeout,
-		ErrorHandler:       s.transportError,
-		Logger:             slogPrinter{log},
-	}
+	s.http = s.newHTTPServer(r.Handler)
+
+	// The internal endpoint takes only signed, forwarded bids.
+	in := router.New()
+	in.POST("/auctions/{id}/bids", s.route("internal_bid", s.internalBid))
+	in.NotFound = r.NotFound
+	in.MethodNotAllowed = r.MethodNotAllowed
+	in.PanicHandler = s.recovered
+	s.internal = s.newHTTPServer(in.Handler)
 	return s
 }
 
-// Serve answers requests on ln until Shutdown.
+func (s *Server) newHTTPServer(h fasthttp.RequestHandler) *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler:            h,
+		Name:               "bidgate",
+		MaxRequestBodySize: s.cfg.MaxBodyBytes,
+		ReadTimeout:        s.cfg.ReadTimeout,
+		WriteTimeout:       s.cfg.WriteTimeout,
+		IdleTimeout:        s.cfg.IdleTimeout,
+		ErrorHandler:       s.transportError,
+		Logger:             slogPrinter{s.log},
+	}
+}
+
+// Serve answers the public API on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error { return s.http.Serve(ln) }
 
-// Shutdown stops accepting connections and waits for in-flight requests.
-func (s *Server) Shutdown(ctx context.Context) error { return s.http.ShutdownWithContext(ctx) }
+// ServeInternal answers forwarded bids on ln until Shutdown.
+func (s *Server) ServeInternal(ln net.Listener) error { return s.internal.Serve(ln) }
+
+// Shutdown stops accepting connections and waits for in-flight requests,
+// on both endpoints.
+func (s *Server) Shutdown(ctx context.Context) error {
+	return errors.Join(s.http.ShutdownWithContext(ctx), s.internal.ShutdownWithContext(ctx))
+}
 
 // route counts the request under a fixed route name.
 func (s *Server) route(name string, h fasthttp.RequestHandler) fasthttp.RequestHandler {

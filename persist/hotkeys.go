@@ -20,8 +20,3 @@ func KeysOf(id int64) HotKeys {
 	return HotKeys{State: tag + "state", Reqs: tag + "reqs", Log: tag + "log",
 		Relayed: tag + "relayed", Persisted: tag + "persisted"}
 }
-
-// HotAuctionsKey is a set of the ids of auctions that have, or had, a Redis
-// log to relay. The relay drops an id once its auction is closed and its log
-// is in PostgreSQL.
-const HotAuctionsKey = "bidgate:hot-auctions"

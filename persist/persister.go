@@ -156,7 +156,21 @@ func (p *Persister) persist(ctx context.Context, msgs []kafka.Message) error {
 		}
 	}
 	if len(cols.auction) > 0 {
+		known := map[int64]bool{}
 		err := pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) error {
+			// Only auctions this database knows get their position recorded:
+			// the others' bids were dropped, not persisted.
+			rows, err := tx.Query(ctx, `SELECT id FROM auction WHERE id = ANY($1)`, cols.auction)
+			if err != nil {
+				return fmt.Errorf("look up auctions: %w", err)
+			}
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err != nil {
+				return fmt.Errorf("look up auctions: %w", err)
+			}
+			for _, id := range ids {
+				known[id] = true
+			}
 			if _, err := tx.Exec(ctx, insertBidsSQL, cols.auction, cols.bidder, cols.amount, cols.request,
 				cols.seq, cols.accepted, cols.end); err != nil {
 				return fmt.Errorf("insert bids: %w", err)
@@ -169,6 +183,11 @@ func (p *Persister) persist(ctx context.Context, msgs []kafka.Message) error {
 		})
 		if err != nil {
 			return err
+		}
+		for id := range persisted {
+			if !known[id] {
+				delete(persisted, id)
+			}
 		}
 	}
 	pipe := p.rdb.Pipeline()

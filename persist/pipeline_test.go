@@ -70,7 +70,7 @@ func (p *pipeline) run(fn func(ctx context.Context) error) (stop func()) {
 func (p *pipeline) relay(cfg persist.RelayConfig) *persist.Relay {
 	w := kafka.NewWriter(p.broker.Addrs(), kafka.TopicBidAccepted)
 	p.t.Cleanup(func() { w.Close() })
-	return persist.NewRelay(p.rdb, w, cfg, prometheus.NewRegistry())
+	return persist.NewRelay(p.db, p.rdb, w, cfg, prometheus.NewRegistry())
 }
 
 func (p *pipeline) persister(group string) *persist.Persister {

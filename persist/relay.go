@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
@@ -22,6 +23,8 @@ var (
 	//go:embed lua/set_max_id.lua
 	setMaxIDLua    string
 	setMaxIDScript = redis.NewScript(setMaxIDLua)
+	//go:embed sql/hot_auctions.sql
+	hotAuctionsSQL string
 )
 
 // Writer is the part of a Kafka writer the relays use; *kafka.Writer is one.
@@ -40,7 +43,14 @@ type RelayConfig struct {
 	Refeed time.Duration
 	// Owns says whether this node relays an auction; nil relays all.
 	Owns func(auctionID int64) bool
-	Log  *slog.Logger
+	// Linger is how long after closing an auction's log is still followed;
+	// default 1h.
+	Linger time.Duration
+	// Refresh is how often the list of hot auctions is read from
+	// PostgreSQL; auctions this process accepts bids for join it at once
+	// (Notify). Default 1s.
+	Refresh time.Duration
+	Log     *slog.Logger
 }
 
 // Relay produces the bids accepted on the hot path to Kafka. Each auction's
@@ -51,22 +61,26 @@ type RelayConfig struct {
 // the auction next resumes from the cursor. A log entry is trimmed only once
 // the persister has recorded it in PostgreSQL.
 type Relay struct {
+	db      Querier
 	rdb     redis.UniversalClient
 	w       Writer
 	cfg     RelayConfig
 	metrics *relayMetrics
 	wake    chan struct{}
 
-	mu      sync.Mutex
-	lagging map[int64]time.Time // auction -> since when persisted < relayed
+	mu        sync.Mutex
+	lagging   map[int64]time.Time // auction -> since when persisted < relayed
+	hot       map[int64]bool      // auctions to follow
+	refreshed time.Time
 
 	// afterProduce, when set (tests), runs between produce and cursor
 	// advance; an error aborts the pass there.
 	afterProduce func(auctionID int64) error
 }
 
-// NewRelay returns a Relay producing with w, metrics on reg.
-func NewRelay(rdb redis.UniversalClient, w Writer, cfg RelayConfig, reg prometheus.Registerer) *Relay {
+// NewRelay returns a Relay that follows the hot auctions db lists, producing
+// with w, metrics on reg.
+func NewRelay(db Querier, rdb redis.UniversalClient, w Writer, cfg RelayConfig, reg prometheus.Registerer) *Relay {
 	if cfg.Interval <= 0 {
 		cfg.Interval = 20 * time.Millisecond
 	}
@@ -79,12 +93,21 @@ func NewRelay(rdb redis.UniversalClient, w Writer, cfg RelayConfig, reg promethe
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Relay{rdb: rdb, w: w, cfg: cfg, metrics: newRelayMetrics(reg),
-		wake: make(chan struct{}, 1), lagging: make(map[int64]time.Time)}
+	if cfg.Linger <= 0 {
+		cfg.Linger = time.Hour
+	}
+	if cfg.Refresh <= 0 {
+		cfg.Refresh = time.Second
+	}
+	return &Relay{db: db, rdb: rdb, w: w, cfg: cfg, metrics: newRelayMetrics(reg),
+		wake: make(chan struct{}, 1), lagging: make(map[int64]time.Time), hot: make(map[int64]bool)}
 }
 
-// Notify wakes the relay early: bids were just accepted.
-func (r *Relay) Notify() {
+// Notify wakes the relay early: bids were just accepted on the auction.
+func (r *Relay) Notify(auctionID int64) {
+	r.mu.Lock()
+	r.hot[auctionID] = true
+	r.mu.Unlock()
 	select {
 	case r.wake <- struct{}{}:
 	default:
@@ -128,14 +151,13 @@ func (r *Relay) Run(ctx context.Context) error {
 // the cursors, read the new entries, produce them in one Kafka call, then
 // advance the cursors.
 func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
-	members, err := r.rdb.SMembers(ctx, HotAuctionsKey).Result()
+	all, err := r.hotAuctions(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("list hot auctions: %w", err)
+		return 0, err
 	}
 	var ids []int64
-	for _, s := range members {
-		id, err := strconv.ParseInt(s, 10, 64)
-		if err == nil && (r.cfg.Owns == nil || r.cfg.Owns(id)) {
+	for _, id := range all {
+		if r.cfg.Owns == nil || r.cfg.Owns(id) {
 			ids = append(ids, id)
 		}
 	}
@@ -148,25 +170,16 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 		return 0, err
 	}
 
-	// Auctions with entries past their cursor, and finished ones.
+	// Auctions with entries past their cursor.
 	var due []*logView
-	var done []any
 	maxLag := 0.0
 	for _, v := range views {
 		maxLag = max(maxLag, v.lag)
-		switch {
-		case v.relayed.before(v.last):
+		if v.relayed.before(v.last) {
 			due = append(due, v)
-		case v.closed && !v.persisted.before(v.last):
-			done = append(done, v.id) // closed and all in PostgreSQL
 		}
 	}
 	r.metrics.lag.Set(maxLag)
-	if len(done) > 0 {
-		if err := r.rdb.SRem(ctx, HotAuctionsKey, done...).Err(); err != nil {
-			return 0, fmt.Errorf("drop finished auctions: %w", err)
-		}
-	}
 	if len(due) == 0 {
 		return 0, nil
 	}
@@ -223,11 +236,42 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 	return len(msgs), nil
 }
 
+// hotAuctions lists the auctions to follow: PostgreSQL's list, read again
+// every cfg.Refresh, plus those Notify named since.
+func (r *Relay) hotAuctions(ctx context.Context) ([]int64, error) {
+	r.mu.Lock()
+	stale := time.Since(r.refreshed) >= r.cfg.Refresh
+	r.mu.Unlock()
+	if stale {
+		rows, err := r.db.Query(ctx, hotAuctionsSQL, int64(r.cfg.Linger/time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("list hot auctions: %w", err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return nil, fmt.Errorf("list hot auctions: %w", err)
+		}
+		fresh := make(map[int64]bool, len(ids))
+		for _, id := range ids {
+			fresh[id] = true
+		}
+		r.mu.Lock()
+		r.hot, r.refreshed = fresh, time.Now()
+		r.mu.Unlock()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := make([]int64, 0, len(r.hot))
+	for id := range r.hot {
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
 // logView is what the relay knows of one auction's log.
 type logView struct {
 	id                       int64
 	relayed, persisted, last streamID
-	closed                   bool
 	lag                      float64 // seconds, in Redis time, from the cursor to the newest entry
 	next                     string  // cursor after this pass
 }
@@ -236,22 +280,22 @@ type logView struct {
 // trip.
 func (r *Relay) look(ctx context.Context, ids []int64) ([]*logView, error) {
 	type cmds struct {
-		relayed, persisted, status *redis.StringCmd
-		last                       *redis.XMessageSliceCmd
+		relayed, persisted *redis.StringCmd
+		last               *redis.XMessageSliceCmd
 	}
 	pipe := r.rdb.Pipeline()
 	cs := make([]cmds, len(ids))
 	for i, id := range ids {
 		k := KeysOf(id)
 		cs[i] = cmds{relayed: pipe.Get(ctx, k.Relayed), persisted: pipe.Get(ctx, k.Persisted),
-			status: pipe.HGet(ctx, k.State, "status"), last: pipe.XRevRangeN(ctx, k.Log, "+", "-", 1)}
+			last: pipe.XRevRangeN(ctx, k.Log, "+", "-", 1)}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("read relay cursors: %w", err)
 	}
 	views := make([]*logView, len(ids))
 	for i, id := range ids {
-		v := &logView{id: id, closed: cs[i].status.Val() == string(bidgate.StatusClosed)}
+		v := &logView{id: id}
 		var err error
 		if v.relayed, err = cursor(cs[i].relayed); err != nil {
 			return nil, fmt.Errorf("auction %d: %w", id, err)

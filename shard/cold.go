@@ -63,7 +63,7 @@ func (c *cold) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidR
 	case err == nil:
 		c.cache.update(r.AuctionID, r.Amount, v.inc, false)
 		c.pub.publish(ctx, bidgate.Auction{ID: r.AuctionID, CurrentPrice: r.Amount, LeaderID: r.BidderID,
-			EndTime: bid.EndTime, Status: bidgate.StatusOpen, BidCount: bid.Seq})
+			EndTime: bid.EndTime, Status: bidgate.StatusOpen, BidCount: bid.Seq}, bid.AcceptedAt)
 		return bidgate.BidResult{Bid: bid}, nil
 	case errors.Is(err, pgx.ErrNoRows), persist.IsUniqueViolation(err, "bid_auction_id_request_id_key"):
 		// Lost a race: to a higher bid, to the end, to a promotion, or to a

@@ -40,6 +40,8 @@ type hot struct {
 	cache   *priceCache
 	metrics *metrics
 	pub     *publisher
+
+	onAccepted func(auctionID int64) // may be nil
 }
 
 type hotOutcome struct {
@@ -89,18 +91,24 @@ func (h *hot) runBatch(ctx context.Context, auctionID int64, reqs []bidgate.BidR
 	}
 	out := make([]hotOutcome, len(reqs))
 	accepted, closed := false, sum.status == bidgate.StatusClosed
+	var newest time.Time
 	for i, r := range reqs {
 		out[i], err = parseResult(v[i+1], r)
 		if err != nil {
 			return nil, fmt.Errorf("hot bids on auction %d: %w", auctionID, err)
 		}
-		accepted = accepted || (out[i].err == nil && !out[i].res.Replayed)
+		if out[i].err == nil && !out[i].res.Replayed {
+			accepted, newest = true, out[i].res.Bid.AcceptedAt
+		}
 		closed = closed || errors.Is(out[i].err, bidgate.ErrAuctionClosed)
 	}
 	h.cache.update(auctionID, bidgate.FromCents(sum.price), bidgate.FromCents(sum.inc), closed)
 	if accepted {
+		if h.onAccepted != nil {
+			h.onAccepted(auctionID)
+		}
 		h.pub.publish(ctx, bidgate.Auction{ID: auctionID, CurrentPrice: bidgate.FromCents(sum.price),
-			LeaderID: sum.leader, EndTime: time.UnixMicro(sum.endUs), Status: sum.status, BidCount: sum.seq})
+			LeaderID: sum.leader, EndTime: time.UnixMicro(sum.endUs), Status: sum.status, BidCount: sum.seq}, newest)
 	}
 	return out, nil
 }
@@ -218,10 +226,6 @@ func writeState(ctx context.Context, rdb redis.UniversalClient, a bidgate.Auctio
 		args = append(args, b.RequestID.String(), requestRecord(b))
 	}
 	n, err := loadStateScript.Run(ctx, rdb, hotKeys(a.ID), args...).Int()
-	if err == nil {
-		// The relay finds the auction's log through this set.
-		err = rdb.SAdd(ctx, persist.HotAuctionsKey, a.ID).Err()
-	}
 	if err != nil {
 		return false, unavailable(fmt.Errorf("write auction %d to Redis: %w", a.ID, err))
 	}

@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -17,8 +18,10 @@ type publisher struct {
 	metrics *metrics
 }
 
-func (p *publisher) publish(ctx context.Context, a bidgate.Auction) {
-	b, _ := json.Marshal(bidgate.NewStateUpdate(a))
+func (p *publisher) publish(ctx context.Context, a bidgate.Auction, at time.Time) {
+	u := bidgate.NewStateUpdate(a)
+	u.UpdatedAt = at.UTC().Format(time.RFC3339Nano)
+	b, _ := json.Marshal(u)
 	if err := p.rdb.Publish(ctx, bidgate.UpdatesChannel(a.ID), b).Err(); err != nil {
 		p.metrics.publishFailures.Inc()
 	}

@@ -30,6 +30,9 @@ type Config struct {
 	RateBurst   int           // token bucket size; default 10
 	PromoteRate int           // cold bids per second on one node that promote an auction; default 20, negative disables
 	Log         *slog.Logger  // default slog.Default()
+	// OnHotAccepted, when set, is called after a batch accepted bids on a hot
+	// auction (the relay of this process wakes on it).
+	OnHotAccepted func(auctionID int64)
 }
 
 func (c *Config) setDefaults() {
@@ -86,7 +89,7 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, cfg Config, reg prometheus
 		heat:    newHeatMeter(cfg.PromoteRate),
 		log:     cfg.Log,
 	}
-	s.hot = &hot{rdb: rdb, db: db, cache: cache, metrics: m, pub: pub}
+	s.hot = &hot{rdb: rdb, db: db, cache: cache, metrics: m, pub: pub, onAccepted: cfg.OnHotAccepted}
 	s.hot.batches = newBatchers(cfg.MaxBatch, cfg.MaxQueue, cfg.BatchIdle, s.hot.runBatch)
 	s.hot.batches.observe = func(n int) { m.batchSize.Observe(float64(n)) }
 	return s

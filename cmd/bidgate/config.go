@@ -27,10 +27,28 @@ type config struct {
 	RedisPassword   string
 	OperatorToken   string
 	Shard           shard.Config
+
+	Roles             roleSet
+	Kafka             string
+	KafkaEmbeddedPort int
+	KafkaPartitions   int
+	KafkaReplication  int
+	PersisterGroup    string
+
+	NodeID            string
+	InternalListen    string
+	InternalAdvertise string
+	GossipBind        string
+	GossipPort        int
+	GossipAdvertise   string
+	Seeds             string
+	ClusterKey        string
+	ClusterSecret     string
 }
 
 func parseConfig(cmd string, args []string) (config, error) {
-	var c config
+	c := config{Roles: roleSet{}}
+	_ = c.Roles.Set(strings.Join(allRoles, ","))
 	fs := flag.NewFlagSet("bidgate "+cmd, flag.ContinueOnError)
 	fs.StringVar(&c.PostgresURL, "postgres-url", "postgres://postgres@127.0.0.1:5432/bidgate?sslmode=disable", "PostgreSQL connection URL")
 	fs.IntVar(&c.PostgresConns, "postgres-conns", 32, "PostgreSQL pool size")
@@ -50,6 +68,22 @@ func parseConfig(cmd string, args []string) (config, error) {
 		fs.IntVar(&c.Shard.RateBurst, "rate-burst", 10, "token bucket size per bidder")
 		fs.IntVar(&c.Shard.PromoteRate, "promote-rate", 20, "cold bids per second on one node that promote an auction to hot (negative disables)")
 		fs.DurationVar(&c.Shard.CacheMaxAge, "price-cache-age", 300*time.Millisecond, "how old a cached price may be and still refuse bids")
+		fs.Var(c.Roles, "roles", "comma-separated roles to run: "+strings.Join(allRoles, ","))
+		fs.StringVar(&c.Kafka, "kafka", "", "Kafka brokers, comma-separated; empty starts an embedded broker on loopback")
+		fs.IntVar(&c.KafkaEmbeddedPort, "kafka-embedded-port", 0, "port of the embedded Kafka broker (0: any free port)")
+		fs.IntVar(&c.KafkaPartitions, "kafka-partitions", 8, "partitions of the topics bidgate creates")
+		fs.IntVar(&c.KafkaReplication, "kafka-replication", 1, "replication factor of the topics bidgate creates on a real cluster")
+		fs.StringVar(&c.PersisterGroup, "persister-group", "bidgate-persister", "Kafka consumer group of the persisters")
+		host, _ := os.Hostname()
+		fs.StringVar(&c.NodeID, "node-id", host, "this node's stable id in the cluster")
+		fs.StringVar(&c.InternalListen, "internal-listen", ":8081", "listen address of the internal endpoint that takes forwarded bids")
+		fs.StringVar(&c.InternalAdvertise, "internal-advertise", "", "host:port other nodes reach the internal endpoint at (default: gossip address with the internal port)")
+		fs.StringVar(&c.GossipBind, "gossip-bind", "127.0.0.1", "address memberlist binds to")
+		fs.IntVar(&c.GossipPort, "gossip-port", 7946, "memberlist port (TCP and UDP)")
+		fs.StringVar(&c.GossipAdvertise, "gossip-advertise", "", "address other nodes reach this one at (default --gossip-bind)")
+		fs.StringVar(&c.Seeds, "seeds", "", "gossip addresses (host:port, comma-separated) of cluster members to join; empty starts a new cluster")
+		fs.StringVar(&c.ClusterKey, "cluster-key", "", "gossip encryption key, hex (16, 24 or 32 bytes); empty gossips in clear")
+		fs.StringVar(&c.ClusterSecret, "cluster-secret", "", "secret that signs forwarded bids; the same on every node, required with --seeds")
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: bidgate %s [flags]\n\nEvery flag can also be set as BIDGATE_<FLAG_NAME> in the environment.\n\n", cmd)
@@ -88,6 +122,19 @@ func parseConfig(cmd string, args []string) (config, error) {
 			return c, fmt.Errorf("--rate-burst must be at least 1, got %d", c.Shard.RateBurst)
 		case c.Shard.CacheMaxAge <= 0:
 			return c, fmt.Errorf("--price-cache-age must be positive")
+		case c.KafkaPartitions < 1 || c.KafkaPartitions > 1024:
+			return c, fmt.Errorf("--kafka-partitions must be from 1 to 1024, got %d", c.KafkaPartitions)
+		case c.KafkaEmbeddedPort < 0 || c.KafkaEmbeddedPort > 65535:
+			return c, fmt.Errorf("--kafka-embedded-port must be a port number, got %d", c.KafkaEmbeddedPort)
+		}
+		if err := c.Roles.check(); err != nil {
+			return c, err
+		}
+		if c.Seeds != "" && c.ClusterSecret == "" {
+			return c, fmt.Errorf("--cluster-secret (or BIDGATE_CLUSTER_SECRET) is required to join a cluster: it signs forwarded bids")
+		}
+		if c.NodeID == "" {
+			return c, fmt.Errorf("--node-id is required")
 		}
 	}
 	return c, nil

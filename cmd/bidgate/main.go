@@ -1,6 +1,7 @@
 // Command bidgate runs the auction backend.
 //
-//	bidgate serve     run the HTTP API (migrating the database first)
+//	bidgate serve     run a node (migrating the database first)
+//	bidgate dev       run a local cluster of nodes and an embedded Kafka broker
 //	bidgate migrate   apply database migrations and exit
 package main
 
@@ -17,7 +18,8 @@ import (
 const usage = `usage: bidgate <command> [flags]
 
 commands:
-  serve     run the HTTP API (applies migrations first unless --migrate=false)
+  serve     run a node: the HTTP API and the roles of --roles (applies migrations first)
+  dev       run a local cluster of --nodes node processes (default 3) and an embedded Kafka broker
   migrate   apply database migrations and exit
 
 Run "bidgate <command> -h" for its flags.
@@ -31,12 +33,22 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	var run func(context.Context, config) error
-	switch cmd := os.Args[1]; cmd {
-	case "serve":
-		run = serve
-	case "migrate":
-		run = migrate
+	var run func() error
+	var err error
+	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
+	case "serve", "migrate":
+		var cfg config
+		cfg, err = parseConfig(cmd, args)
+		run = func() error {
+			if cmd == "serve" {
+				return serve(ctx, cfg)
+			}
+			return migrate(ctx, cfg)
+		}
+	case "dev":
+		var cfg devConfig
+		cfg, err = parseDevConfig(args)
+		run = func() error { return dev(ctx, cfg) }
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
@@ -44,7 +56,6 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bidgate: unknown command %q\n\n%s", cmd, usage)
 		os.Exit(2)
 	}
-	cfg, err := parseConfig(os.Args[1], os.Args[2:])
 	if errors.Is(err, flag.ErrHelp) {
 		return
 	}
@@ -52,7 +63,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bidgate:", err)
 		os.Exit(2)
 	}
-	if err := run(ctx, cfg); err != nil {
+	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bidgate:", err)
 		os.Exit(1)
 	}

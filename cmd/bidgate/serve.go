@@ -2,17 +2,26 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
+	"bidgate/closer"
 	"bidgate/gateway"
 	"bidgate/persist"
+	"bidgate/persist/kafka"
+	"bidgate/ring"
 	"bidgate/shard"
 )
 
@@ -48,67 +57,238 @@ func openRedis(ctx context.Context, cfg config) (redis.UniversalClient, error) {
 	return rdb, nil
 }
 
+// node is one bidgate process: its stores and the roles it runs.
+type node struct {
+	cfg config
+	log *slog.Logger
+	db  *pgxpool.Pool
+	rdb redis.UniversalClient
+	reg *prometheus.Registry
+
+	brokers []string
+	cleanup []func()
+}
+
 func serve(ctx context.Context, cfg config) error {
 	log, err := cfg.logger()
 	if err != nil {
 		return err
 	}
-	db, err := persist.Open(ctx, cfg.PostgresURL, int32(cfg.PostgresConns))
-	if err != nil {
+	n := &node{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
+	defer n.close()
+	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	if n.db, err = persist.Open(ctx, cfg.PostgresURL, int32(cfg.PostgresConns)); err != nil {
 		return err
 	}
-	defer db.Close()
+	n.cleanup = append(n.cleanup, n.db.Close)
 	if cfg.Migrate {
-		applied, err := persist.Migrate(ctx, db)
+		applied, err := persist.Migrate(ctx, n.db)
 		if err != nil {
 			return err
 		}
 		log.Info("database migrated", "applied", applied)
 	}
-
-	rdb, err := openRedis(ctx, cfg)
-	if err != nil {
+	if n.rdb, err = openRedis(ctx, cfg); err != nil {
 		return err
 	}
-	defer rdb.Close()
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	cfg.Shard.Log = log
-	shards := shard.New(db, rdb, cfg.Shard, reg)
-	ready := func(ctx context.Context) error {
-		if err := db.Ping(ctx); err != nil {
-			return fmt.Errorf("PostgreSQL: %w", err)
+	n.cleanup = append(n.cleanup, func() { n.rdb.Close() })
+	if cfg.Roles.needKafka() {
+		if err := n.connectKafka(ctx); err != nil {
+			return err
 		}
-		if err := rdb.Ping(ctx).Err(); err != nil {
-			return fmt.Errorf("redis: %w", err)
-		}
-		return nil
 	}
-	if cfg.OperatorToken == "" {
-		log.Warn("no --operator-token: operator routes (promote) are open to every client")
-	}
-	srv := gateway.New(gateway.Config{RequestTimeout: cfg.RequestTimeout, OperatorToken: cfg.OperatorToken}, shards, ready, reg, log)
 
+	// Listen first: the ring advertises these addresses.
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	log.Info("bidgate serving", "addr", ln.Addr().String())
-	served := make(chan error, 1)
+	defer ln.Close()
+	inLn, err := net.Listen("tcp", cfg.InternalListen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.InternalListen, err)
+	}
+	defer inLn.Close()
+	members, err := n.joinRing(ctx, ln.Addr(), inLn.Addr())
+	if err != nil {
+		return err
+	}
+	left := false
+	leave := func() {
+		if !left {
+			left = true
+			if err := members.Leave(5 * time.Second); err != nil {
+				log.Warn("leave the cluster", "err", err)
+			}
+		}
+	}
+	defer leave()
+
+	// Background roles stop when work ends; the HTTP server first, so that
+	// in-flight bids finish before the pipeline behind them stops.
+	work, stopWork := context.WithCancel(context.Background())
+	defer stopWork()
+	g, work := errgroup.WithContext(work)
+
+	var relay *persist.Relay
+	if cfg.Roles[roleRelay] {
+		relay = n.bidRelay(members)
+		g.Go(func() error { return relay.Run(work) })
+		outbox := n.outboxRelay()
+		g.Go(func() error { return outbox.Run(work) })
+	}
+	if cfg.Roles[rolePersister] {
+		p := n.persister()
+		g.Go(func() error { return p.Run(work) })
+	}
+	if cfg.Roles[roleCloser] {
+		c := closer.New(n.db, n.rdb, closer.Config{Log: log}, n.reg)
+		g.Go(func() error { return c.Run(work) })
+	}
+
+	var auctions gateway.Auctions
+	if cfg.Roles[roleShard] {
+		cfg.Shard.Log = log
+		if relay != nil {
+			cfg.Shard.OnHotAccepted = relay.Notify
+		}
+		auctions = shard.New(n.db, n.rdb, cfg.Shard, n.reg)
+	}
+	gw := gateway.Config{RequestTimeout: cfg.RequestTimeout, OperatorToken: cfg.OperatorToken, OpsOnly: !cfg.Roles[roleGateway],
+		NodeID: cfg.NodeID, Cluster: members, ClusterSecret: []byte(cfg.ClusterSecret)}
+	if !gw.OpsOnly && cfg.OperatorToken == "" {
+		log.Warn("no --operator-token: operator routes (promote) are open to every client")
+	}
+	srv := gateway.New(gw, auctions, n.ready, n.reg, log)
+	log.Info("bidgate serving", "node", cfg.NodeID, "addr", ln.Addr().String(), "internal", inLn.Addr().String(),
+		"gossip", members.Addr(), "roles", cfg.Roles.String())
+	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.ServeInternal(inLn) }()
 
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
+	case <-work.Done():
+		err = g.Wait()
+		return fmt.Errorf("a background role stopped: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down: finishing in-flight requests", "timeout", cfg.ShutdownTimeout)
+	// Leave first, so that the others stop sending bids here, then drain.
+	log.Info("leaving the cluster, then finishing in-flight requests", "timeout", cfg.ShutdownTimeout)
+	leave()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
+		log.Warn("HTTP shutdown", "err", err)
+	}
+	stopWork()
+	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+		log.Warn("background role", "err", err)
 	}
 	log.Info("bidgate stopped")
 	return nil
+}
+
+func (n *node) close() {
+	for i := len(n.cleanup) - 1; i >= 0; i-- {
+		n.cleanup[i]()
+	}
+}
+
+func (n *node) ready(ctx context.Context) error {
+	if err := n.db.Ping(ctx); err != nil {
+		return fmt.Errorf("PostgreSQL: %w", err)
+	}
+	if err := n.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	return nil
+}
+
+// connectKafka uses the configured brokers, or starts the embedded one.
+func (n *node) connectKafka(ctx context.Context) error {
+	if n.cfg.Kafka == "" {
+		e, err := kafka.StartEmbedded(n.cfg.KafkaEmbeddedPort, n.cfg.KafkaPartitions)
+		if err != nil {
+			return err
+		}
+		n.cleanup = append(n.cleanup, e.Close)
+		n.brokers = e.Addrs()
+		n.log.Info("started the embedded Kafka broker (messages in memory; use --kafka for a real cluster)", "addr", n.brokers[0])
+		return nil
+	}
+	n.brokers = strings.Split(n.cfg.Kafka, ",")
+	c, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := kafka.EnsureTopics(c, n.brokers, n.cfg.KafkaPartitions, n.cfg.KafkaReplication); err != nil {
+		return err
+	}
+	return nil
+}
+
+// bidRelay relays the hot auctions this node owns; a process without the
+// shard role owns none on the ring, so it relays them all.
+func (n *node) bidRelay(members *ring.Ring) *persist.Relay {
+	w := kafka.NewWriter(n.brokers, kafka.TopicBidAccepted)
+	n.cleanup = append(n.cleanup, func() { w.Close() })
+	cfg := persist.RelayConfig{Log: n.log}
+	if n.cfg.Roles[roleShard] {
+		cfg.Owns = func(id int64) bool {
+			owner, ok := members.Owner(id)
+			return !ok || owner.Name == members.Self().Name
+		}
+	}
+	return persist.NewRelay(n.db, n.rdb, w, cfg, n.reg)
+}
+
+// joinRing joins the cluster (or starts one) and advertises this node's
+// public and internal addresses.
+func (n *node) joinRing(ctx context.Context, public, internal net.Addr) (*ring.Ring, error) {
+	host := n.cfg.GossipAdvertise
+	if host == "" {
+		host = n.cfg.GossipBind
+	}
+	internalAddr := n.cfg.InternalAdvertise
+	if internalAddr == "" {
+		internalAddr = net.JoinHostPort(host, strconv.Itoa(internal.(*net.TCPAddr).Port))
+	}
+	var key []byte
+	if n.cfg.ClusterKey != "" {
+		var err error
+		if key, err = hex.DecodeString(n.cfg.ClusterKey); err != nil {
+			return nil, fmt.Errorf("--cluster-key must be hex: %w", err)
+		}
+	}
+	var seeds []string
+	if n.cfg.Seeds != "" {
+		seeds = strings.Split(n.cfg.Seeds, ",")
+	}
+	c, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return ring.Join(c, ring.Config{
+		NodeID:        n.cfg.NodeID,
+		BindAddr:      n.cfg.GossipBind,
+		BindPort:      n.cfg.GossipPort,
+		AdvertiseAddr: n.cfg.GossipAdvertise,
+		Seeds:         seeds,
+		SecretKey:     key,
+		InternalAddr:  internalAddr,
+		PublicAddr:    net.JoinHostPort(host, strconv.Itoa(public.(*net.TCPAddr).Port)),
+		Roles:         strings.Split(n.cfg.Roles.String(), ","),
+		Log:           n.log,
+	}, n.reg)
+}
+
+func (n *node) outboxRelay() *closer.OutboxRelay {
+	w := kafka.NewWriter(n.brokers, kafka.TopicAuctionClosed)
+	n.cleanup = append(n.cleanup, func() { w.Close() })
+	return closer.NewOutboxRelay(n.db, w, closer.OutboxConfig{Log: n.log}, n.reg)
+}
+
+func (n *node) persister() *persist.Persister {
+	r := kafka.NewReader(n.brokers, kafka.TopicBidAccepted, n.cfg.PersisterGroup)
+	n.cleanup = append(n.cleanup, func() { r.Close() })
+	return persist.NewPersister(n.db, n.rdb, r, persist.PersisterConfig{Log: n.log}, n.reg)
 }

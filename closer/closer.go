@@ -1,0 +1,148 @@
+// Package closer settles auctions whose end has passed, exactly once, and
+// publishes their auction-closed events through a transactional outbox.
+//
+// The real boundary of an auction is the bid statement's own time check
+// (PostgreSQL clock_timestamp() for a cold auction, Redis TIME for a hot
+// one); the closer only settles what that clock already decided. A cold
+// auction is closed by one PostgreSQL statement per batch. A hot auction is
+// closed in Redis first, by a script that decides with Redis's clock, then
+// settled in PostgreSQL with Redis's final price and leader. Every closed
+// auction gets one outbox row in the closing transaction; OutboxRelay
+// publishes those rows to Kafka.
+//
+// Any number of Closers may run at once, in one process or many: rows are
+// taken with FOR UPDATE SKIP LOCKED and closed only while status is OPEN, so
+// no auction is closed twice and no two winners are ever announced.
+package closer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+)
+
+// Config tunes a Closer. Zero values take the defaults.
+type Config struct {
+	BatchSize int           // auctions per statement (cold) or per transaction (hot); default 500
+	Interval  time.Duration // wait after a pass that found less than a full batch; default 250ms
+	Log       *slog.Logger  // default slog.Default()
+}
+
+func (c *Config) setDefaults() {
+	if c.BatchSize <= 0 {
+		c.BatchSize = 500
+	}
+	if c.Interval <= 0 {
+		c.Interval = 250 * time.Millisecond
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+}
+
+// Closer closes ended auctions. Its methods are safe for concurrent use.
+type Closer struct {
+	db      *pgxpool.Pool
+	rdb     redis.UniversalClient
+	cfg     Config
+	metrics *metrics
+
+	// afterRedisClose, when set (tests only), runs after Redis closed hot
+	// auction id and before PostgreSQL is settled; an error aborts the pass
+	// and rolls its transaction back, as a crash at that point would.
+	afterRedisClose func(id int64) error
+}
+
+// New returns a Closer on PostgreSQL db and Redis rdb with metrics on reg
+// (nil: unregistered). Closers sharing reg share their metrics.
+func New(db *pgxpool.Pool, rdb redis.UniversalClient, cfg Config, reg prometheus.Registerer) *Closer {
+	cfg.setDefaults()
+	return &Closer{db: db, rdb: rdb, cfg: cfg, metrics: newMetrics(reg)}
+}
+
+// Run closes ended auctions until ctx is done, then returns nil. A pass that
+// found a full batch is followed by the next one at once, so a burst of
+// endings drains at the speed of the database (even while the other mode's
+// batch fails: a Redis outage does not slow cold closes); otherwise Run
+// waits Interval. Errors of a pass are logged and counted, and a later pass
+// retries.
+func (c *Closer) Run(ctx context.Context) error {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		_, full, err := c.pass(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			c.cfg.Log.Error("close pass failed", "err", err)
+		}
+		if full {
+			continue
+		}
+		timer.Reset(c.cfg.Interval)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		}
+	}
+}
+
+// CloseDue runs one pass: one batch of ended cold auctions and one of ended
+// hot auctions. It returns how many auctions it closed; when err is not nil
+// some may still have been closed (the cold batch commits on its own).
+func (c *Closer) CloseDue(ctx context.Context) (closed int, err error) {
+	closed, _, err = c.pass(ctx)
+	return closed, err
+}
+
+// pass is CloseDue that also reports whether a batch was full, meaning more
+// auctions are probably due right now.
+func (c *Closer) pass(ctx context.Context) (closed int, full bool, err error) {
+	start := time.Now() // for the duration metric only, never for a decision
+	defer func() {
+		c.metrics.passes.Inc()
+		c.metrics.duration.Observe(time.Since(start).Seconds())
+	}()
+
+	cold, coldErr := c.closeCold(ctx)
+	if coldErr != nil {
+		c.metrics.errors.WithLabelValues("cold").Inc()
+	}
+	hot, hotFull, hotErr := c.closeHot(ctx)
+	if hotErr != nil {
+		c.metrics.errors.WithLabelValues("hot").Inc()
+	}
+	full = cold == c.cfg.BatchSize || hotFull
+	return cold + hot, full, errors.Join(coldErr, hotErr)
+}
+
+// closeCold closes one batch of ended cold auctions and writes their outbox
+// rows, in one transaction.
+func (c *Closer) closeCold(ctx context.Context) (int, error) {
+	var closed []closedAuction
+	err := pgx.BeginFunc(ctx, c.db, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, closeColdSQL, c.cfg.BatchSize)
+		if err != nil {
+			return err
+		}
+		if closed, err = collectClosed(rows); err != nil {
+			return err
+		}
+		return addEvents(ctx, tx, closed)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("close cold auctions: %w", err)
+	}
+	c.metrics.closed.WithLabelValues("cold").Add(float64(len(closed)))
+	c.announce(ctx, closed)
+	return len(closed), nil
+}

@@ -1,0 +1,260 @@
+package closer
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/shopspring/decimal"
+
+	"bidgate"
+	"bidgate/persist"
+	"bidgate/persist/pgtest"
+	"bidgate/shard"
+)
+
+var ctx = context.Background()
+
+// env is one test's stores, a shard to create auctions and bid through, and
+// a closer with its own metrics.
+type env struct {
+	db     *pgxpool.Pool
+	rdb    *redis.Client
+	shards *shard.Service
+	closer *Closer
+	reg    *prometheus.Registry
+}
+
+func newEnv(t testing.TB, conns int32, cfg Config) *env {
+	t.Helper()
+	db, _ := pgtest.New(t, conns)
+	rdb := pgtest.Redis(t)
+	reg := prometheus.NewRegistry()
+	return &env{
+		db: db, rdb: rdb, reg: reg,
+		shards: shard.New(db, rdb, shard.Config{RateLimit: -1, PromoteRate: -1}, prometheus.NewRegistry()),
+		closer: New(db, rdb, cfg, reg),
+	}
+}
+
+// newAuction creates an auction through the shard, ending in an hour (tests
+// then move the end with the stores' own clocks), without anti-sniping
+// unless window is set.
+func (e *env) newAuction(t testing.TB, hot bool, start string, window time.Duration) bidgate.Auction {
+	t.Helper()
+	a, err := e.shards.CreateAuction(ctx, bidgate.NewAuction{
+		SellerID: 7, Title: "closer test lot", StartPrice: decimal.RequireFromString(start),
+		MinIncrement: decimal.RequireFromString("1"), EndTime: time.Now().Add(time.Hour),
+		ExtendWindow: window, ExtendBy: time.Second, Hot: hot,
+	})
+	if err != nil {
+		t.Fatalf("create auction: %v", err)
+	}
+	if hot {
+		k := persist.KeysOf(a.ID)
+		t.Cleanup(func() {
+			e.rdb.Del(context.Background(), k.State, k.Reqs, k.Log, k.Relayed, k.Persisted)
+		})
+	}
+	return a
+}
+
+func (e *env) bid(t testing.TB, auction, bidder int64, amount string) bidgate.Bid {
+	t.Helper()
+	res, err := e.shards.PlaceBid(ctx, bidRequest(auction, bidder, amount))
+	if err != nil {
+		t.Fatalf("bid %s by %d on auction %d: %v", amount, bidder, auction, err)
+	}
+	return res.Bid
+}
+
+func bidRequest(auction, bidder int64, amount string) bidgate.BidRequest {
+	return bidgate.BidRequest{AuctionID: auction, BidderID: bidder,
+		Amount: decimal.RequireFromString(amount), RequestID: uuid.New()}
+}
+
+// endInPostgres moves an auction's PostgreSQL end into the database's past.
+func (e *env) endInPostgres(t testing.TB, id int64) {
+	t.Helper()
+	if _, err := e.db.Exec(ctx, `UPDATE auction SET end_time = clock_timestamp() - INTERVAL '1 second' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setRedisEnd sets a hot auction's Redis end to Redis's clock plus offset.
+func (e *env) setRedisEnd(t testing.TB, id int64, offset time.Duration) int64 {
+	t.Helper()
+	now, err := e.rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := now.Add(offset).UnixMicro()
+	if err := e.rdb.HSet(ctx, persist.KeysOf(id).State, "end_us", end).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return end
+}
+
+// row is an auction's row as the closer leaves it.
+type row struct {
+	status   bidgate.Status
+	price    decimal.Decimal
+	leader   *int64
+	bidCount int64
+	endTime  time.Time
+	closedAt *time.Time
+}
+
+func readRow(t testing.TB, db *pgxpool.Pool, id int64) row {
+	t.Helper()
+	var r row
+	var status string
+	err := db.QueryRow(ctx, `SELECT status, current_price, leader_id, bid_count, end_time, closed_at FROM auction WHERE id = $1`, id).
+		Scan(&status, &r.price, &r.leader, &r.bidCount, &r.endTime, &r.closedAt)
+	if err != nil {
+		t.Fatalf("read auction %d: %v", id, err)
+	}
+	r.status = bidgate.Status(status)
+	return r
+}
+
+// outboxRow is one outbox row with its decoded event.
+type outboxRow struct {
+	id        int64
+	aggregate int64
+	topic     string
+	payload   []byte
+	event     bidgate.AuctionClosed
+	published bool
+}
+
+func readOutbox(t testing.TB, db *pgxpool.Pool, where string, args ...any) []outboxRow {
+	t.Helper()
+	rows, err := db.Query(ctx, `SELECT id, aggregate_id, topic, payload, published_at IS NOT NULL FROM outbox WHERE `+where+` ORDER BY id`, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []outboxRow
+	for rows.Next() {
+		var o outboxRow
+		if err := rows.Scan(&o.id, &o.aggregate, &o.topic, &o.payload, &o.published); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(o.payload, &o.event); err != nil {
+			t.Fatalf("outbox row %d: %v", o.id, err)
+		}
+		out = append(out, o)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// checkClosed asserts that auction id is closed with the given winner,
+// price and bid count, and has exactly one auction-closed event saying so.
+func checkClosed(t testing.TB, db *pgxpool.Pool, id int64, leader *int64, price string, bidCount int64) row {
+	t.Helper()
+	r := readRow(t, db, id)
+	if r.status != bidgate.StatusClosed || r.closedAt == nil {
+		t.Fatalf("auction %d: status %s, closed_at %v", id, r.status, r.closedAt)
+	}
+	if !equalLeader(r.leader, leader) || bidgate.FormatMoney(r.price) != price || r.bidCount != bidCount {
+		t.Fatalf("auction %d closed with leader %v price %s bids %d, want %v %s %d",
+			id, fmtLeader(r.leader), r.price, r.bidCount, fmtLeader(leader), price, bidCount)
+	}
+	events := readOutbox(t, db, `aggregate_id = $1`, id)
+	if len(events) != 1 {
+		t.Fatalf("auction %d has %d outbox rows, want 1", id, len(events))
+	}
+	checkEvent(t, events[0], id, r)
+	return r
+}
+
+// checkEvent asserts that an outbox row announces what the row says.
+func checkEvent(t testing.TB, o outboxRow, id int64, r row) {
+	t.Helper()
+	ev := o.event
+	if o.topic != "auction-closed" || o.aggregate != id || ev.AuctionID != id || !equalLeader(ev.WinnerID, r.leader) ||
+		ev.FinalPrice != bidgate.FormatMoney(r.price) || ev.BidCount != r.bidCount || r.closedAt == nil || !ev.ClosedAt.Equal(*r.closedAt) {
+		t.Fatalf("auction %d: event %s does not match the row %+v", id, o.payload, r)
+	}
+}
+
+func equalLeader(a, b *int64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+func fmtLeader(l *int64) any {
+	if l == nil {
+		return "none"
+	}
+	return *l
+}
+
+func ptr(n int64) *int64 { return &n }
+
+// metricValue sums a counter or gauge over the series whose labels include
+// the given ones.
+func metricValue(t testing.TB, reg *prometheus.Registry, name string, labels ...string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				found := false
+				for _, lp := range m.GetLabel() {
+					found = found || (lp.GetName() == labels[i] && lp.GetValue() == labels[i+1])
+				}
+				if !found {
+					continue series
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				sum += m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				sum += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// eventually polls cond every few milliseconds until it holds, failing the
+// test after limit. Only for work done by background goroutines.
+func eventually(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up after %v waiting for %s", limit, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func count(t testing.TB, db *pgxpool.Pool, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(ctx, query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// quiet is a logger for tests that fail on purpose.
+var quiet = slog.New(slog.DiscardHandler)

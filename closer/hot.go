@@ -1,0 +1,222 @@
+package closer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+	"github.com/shopspring/decimal"
+
+	"bidgate"
+	"bidgate/persist"
+)
+
+// dueHot is a hot auction whose PostgreSQL end has passed, as its locked row
+// has it.
+type dueHot struct {
+	id       int64
+	price    decimal.Decimal
+	leader   *int64
+	bidCount int64
+	endTime  time.Time
+}
+
+// closeHot closes one batch of hot auctions. The transaction holds their row
+// locks while Redis decides each one with its own clock, so no other closer
+// works on them meanwhile; the settles, the moved ends and the outbox rows
+// commit together. An auction whose script call fails is left OPEN for a
+// later pass and does not hold up the others. full reports a full batch that
+// made progress, worth another pass at once.
+func (c *Closer) closeHot(ctx context.Context) (closed int, full bool, err error) {
+	var (
+		settled  []closedAuction
+		extended int
+		skipped  []error
+		selected int
+	)
+	err = pgx.BeginFunc(ctx, c.db, func(tx pgx.Tx) error {
+		settled, extended, skipped = nil, 0, nil
+		rows, err := tx.Query(ctx, dueHotSQL, c.cfg.BatchSize)
+		if err != nil {
+			return err
+		}
+		due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (dueHot, error) {
+			var a dueHot
+			err := row.Scan(&a.id, &a.price, &a.leader, &a.bidCount, &a.endTime)
+			return a, err
+		})
+		if err != nil {
+			return err
+		}
+		selected = len(due)
+
+		var settle settleArgs
+		var extend extendArgs
+		for _, a := range due {
+			o, err := closeInRedis(ctx, c.rdb, a.id)
+			if err != nil {
+				if ctx.Err() != nil {
+					return err
+				}
+				skipped = append(skipped, err)
+				continue
+			}
+			switch o.kind {
+			case stateMissing:
+				// Redis has no state for this auction, so it has had no hot
+				// bid recorded there (hot bids go to Redis only, and a lost
+				// state is reloaded from PostgreSQL by the next bid, not by
+				// the closer): the PostgreSQL row, with whatever the
+				// persister wrote to it, is the truth, and its end has
+				// passed by the database clock.
+				settle.add(a.id, a.price, a.leader, a.bidCount)
+			case stateClosed:
+				if c.afterRedisClose != nil {
+					if err := c.afterRedisClose(a.id); err != nil {
+						return fmt.Errorf("after closing auction %d in Redis: %w", a.id, err)
+					}
+				}
+				settle.add(a.id, bidgate.FromCents(o.price), o.leader, o.seq)
+			case stateRunning:
+				// Redis's clock (or an anti-sniping extension) says not yet.
+				// Moving the row's end makes it stop being due; an end that
+				// did not move (clocks a hair apart) is simply seen again.
+				if o.endUs > a.endTime.UnixMicro() {
+					extend.add(a.id, o.endUs)
+				}
+			}
+		}
+		if len(extend.ids) > 0 {
+			if _, err := tx.Exec(ctx, extendHotSQL, extend.ids, extend.endUs); err != nil {
+				return fmt.Errorf("move the end of %d extended auctions: %w", len(extend.ids), err)
+			}
+			extended = len(extend.ids)
+		}
+		if len(settle.ids) == 0 {
+			return nil
+		}
+		rows, err = tx.Query(ctx, settleHotSQL, settle.ids, settle.prices, settle.leaders, settle.bidCounts)
+		if err != nil {
+			return err
+		}
+		if settled, err = collectClosed(rows); err != nil {
+			return err
+		}
+		return addEvents(ctx, tx, settled)
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("close hot auctions: %w", err)
+	}
+	c.metrics.closed.WithLabelValues("hot").Add(float64(len(settled)))
+	c.metrics.extensions.Add(float64(extended))
+	c.announce(ctx, settled)
+	full = selected == c.cfg.BatchSize && len(settled)+extended > 0
+	return len(settled), full, errors.Join(skipped...)
+}
+
+// settleArgs are the columns settle_hot.sql unnests.
+type settleArgs struct {
+	ids       []int64
+	prices    []string
+	leaders   []*int64
+	bidCounts []int64
+}
+
+func (s *settleArgs) add(id int64, price decimal.Decimal, leader *int64, bidCount int64) {
+	s.ids = append(s.ids, id)
+	s.prices = append(s.prices, bidgate.FormatMoney(price))
+	s.leaders = append(s.leaders, leader)
+	s.bidCounts = append(s.bidCounts, bidCount)
+}
+
+// extendArgs are the columns extend_hot.sql unnests.
+type extendArgs struct {
+	ids, endUs []int64
+}
+
+func (e *extendArgs) add(id, endUs int64) {
+	e.ids = append(e.ids, id)
+	e.endUs = append(e.endUs, endUs)
+}
+
+// redisState says what close_auction.lua found.
+type redisState int
+
+const (
+	stateMissing redisState = iota // no state in Redis
+	stateClosed                    // closed, now or earlier: final state follows
+	stateRunning                   // not ended by Redis's clock: endUs is the end
+)
+
+// redisOutcome is close_auction.lua's answer for one auction.
+type redisOutcome struct {
+	kind   redisState
+	price  int64  // cents
+	leader *int64 // nil when nobody bid
+	seq    int64  // accepted bids
+	endUs  int64
+}
+
+// closeInRedis runs close_auction.lua on the auction's state.
+func closeInRedis(ctx context.Context, rdb redis.UniversalClient, id int64) (redisOutcome, error) {
+	v, err := closeAuctionScript.Run(ctx, rdb, []string{persist.KeysOf(id).State}).Slice()
+	if err != nil {
+		return redisOutcome{}, fmt.Errorf("close auction %d in Redis: %w", id, err)
+	}
+	o, err := parseOutcome(v)
+	if err != nil {
+		return redisOutcome{}, fmt.Errorf("close auction %d in Redis: %w", id, err)
+	}
+	return o, nil
+}
+
+func parseOutcome(v []any) (redisOutcome, error) {
+	if len(v) == 0 {
+		return redisOutcome{}, errors.New("empty script result")
+	}
+	kind, err := asInt(v[0])
+	if err != nil {
+		return redisOutcome{}, err
+	}
+	var o redisOutcome
+	switch {
+	case kind == 0 && len(v) == 1:
+		o.kind = stateMissing
+	case kind == 2 && len(v) == 2:
+		o.kind = stateRunning
+		o.endUs, err = asInt(v[1])
+	case kind == 1 && len(v) == 5:
+		o.kind = stateClosed
+		if o.price, err = asInt(v[1]); err != nil {
+			return o, err
+		}
+		if leader, _ := v[2].(string); leader != "" {
+			n, err := strconv.ParseInt(leader, 10, 64)
+			if err != nil {
+				return o, fmt.Errorf("bad leader %q", leader)
+			}
+			o.leader = &n
+		}
+		if o.seq, err = asInt(v[3]); err != nil {
+			return o, err
+		}
+		o.endUs, err = asInt(v[4])
+	default:
+		return o, fmt.Errorf("bad script result %v", v)
+	}
+	return o, err
+}
+
+func asInt(v any) (int64, error) {
+	switch n := v.(type) {
+	case int64:
+		return n, nil
+	case string:
+		return strconv.ParseInt(n, 10, 64)
+	}
+	return 0, fmt.Errorf("not an integer: %v", v)
+}

@@ -1,0 +1,206 @@
+package closer
+
+import (
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"bidgate"
+	"bidgate/persist"
+)
+
+// TestHotClose: the closer asks Redis, whose clock decided the bids, and
+// settles PostgreSQL with Redis's final state, or moves the row's end when
+// Redis extended the auction.
+func TestHotClose(t *testing.T) {
+	e := newEnv(t, 8, Config{})
+	tests := []struct {
+		name      string
+		bids      []string // by bidders 1, 2, ...
+		redisEnd  time.Duration
+		dropState bool // Redis has no state: the row, as the persister left it, is the truth
+		wantOpen  bool
+		winner    *int64
+		price     string
+		bidCount  int64
+	}{
+		{name: "ended in Redis", bids: []string{"101", "105.50", "230"}, redisEnd: -time.Second,
+			winner: ptr(3), price: "230.00", bidCount: 3},
+		{name: "no bid", redisEnd: -time.Second, price: "100.00"},
+		{name: "extended in Redis", bids: []string{"101"}, redisEnd: time.Minute, wantOpen: true},
+		{name: "no state in Redis", dropState: true, winner: ptr(42), price: "150.25", bidCount: 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := e.newAuction(t, true, "100", 0)
+			for i, amount := range tc.bids {
+				e.bid(t, a.ID, int64(i+1), amount)
+			}
+			var redisEnd int64
+			if tc.dropState {
+				if err := e.rdb.Del(ctx, persist.KeysOf(a.ID).State).Err(); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := e.db.Exec(ctx, `UPDATE auction SET current_price = 150.25, leader_id = 42, bid_count = 2 WHERE id = $1`, a.ID); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				redisEnd = e.setRedisEnd(t, a.ID, tc.redisEnd)
+			}
+			e.endInPostgres(t, a.ID)
+			extensions := metricValue(t, e.reg, "bidgate_closer_extensions_total")
+
+			n, err := e.closer.CloseDue(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantOpen {
+				r := readRow(t, e.db, a.ID)
+				if n != 0 || r.status != bidgate.StatusOpen || r.endTime.UnixMicro() != redisEnd {
+					t.Fatalf("closed %d; row %s ending %v, want OPEN ending at Redis's %v", n, r.status, r.endTime, time.UnixMicro(redisEnd))
+				}
+				if got := metricValue(t, e.reg, "bidgate_closer_extensions_total") - extensions; got != 1 {
+					t.Fatalf("%v extensions counted, want 1", got)
+				}
+				if c := count(t, e.db, `SELECT count(*) FROM outbox WHERE aggregate_id = $1`, a.ID); c != 0 {
+					t.Fatalf("%d outbox rows for an open auction", c)
+				}
+				// No longer due: the next pass leaves it alone.
+				if n, err := e.closer.CloseDue(ctx); err != nil || n != 0 {
+					t.Fatalf("second pass closed %d: %v", n, err)
+				}
+				e.bid(t, a.ID, 9, "500") // still open in Redis too
+				return
+			}
+			if n != 1 {
+				t.Fatalf("closed %d auctions, want 1", n)
+			}
+			checkClosed(t, e.db, a.ID, tc.winner, tc.price, tc.bidCount)
+			if !tc.dropState {
+				if status := e.rdb.HGet(ctx, persist.KeysOf(a.ID).State, "status").Val(); status != "CLOSED" {
+					t.Fatalf("Redis status %q, want CLOSED", status)
+				}
+			}
+			if _, err := e.shards.PlaceBid(ctx, bidRequest(a.ID, 9, "100000")); !errors.Is(err, bidgate.ErrAuctionClosed) {
+				t.Fatalf("bid after the close: %v", err)
+			}
+			// Closing again changes nothing.
+			if n, err := e.closer.CloseDue(ctx); err != nil || n != 0 {
+				t.Fatalf("second pass closed %d: %v", n, err)
+			}
+			checkClosed(t, e.db, a.ID, tc.winner, tc.price, tc.bidCount)
+		})
+	}
+}
+
+// TestHotCrashBetweenRedisAndPostgres: Redis closed the auction but the
+// PostgreSQL transaction rolled back. The row stays OPEN (and Redis refuses
+// bids); the next pass, by another closer, settles it with the same winner
+// and writes the one event.
+func TestHotCrashBetweenRedisAndPostgres(t *testing.T) {
+	e := newEnv(t, 8, Config{})
+	a := e.newAuction(t, true, "100", 0)
+	e.bid(t, a.ID, 1, "120")
+	e.bid(t, a.ID, 2, "150")
+	e.setRedisEnd(t, a.ID, -time.Second)
+	e.endInPostgres(t, a.ID)
+
+	crash := errors.New("crash")
+	crashes := 0
+	e.closer.afterRedisClose = func(id int64) error {
+		if id == a.ID {
+			crashes++
+			return crash
+		}
+		return nil
+	}
+	for range 2 { // the script is idempotent: crashing twice is the same
+		if _, err := e.closer.CloseDue(ctx); !errors.Is(err, crash) {
+			t.Fatalf("pass with a crash: %v, want %v", err, crash)
+		}
+		if r := readRow(t, e.db, a.ID); r.status != bidgate.StatusOpen || r.leader != nil {
+			t.Fatalf("after the crash the row is %s with leader %v, want untouched", r.status, fmtLeader(r.leader))
+		}
+		if c := count(t, e.db, `SELECT count(*) FROM outbox`); c != 0 {
+			t.Fatalf("%d outbox rows after a rolled back close", c)
+		}
+		if status := e.rdb.HGet(ctx, persist.KeysOf(a.ID).State, "status").Val(); status != "CLOSED" {
+			t.Fatalf("Redis status %q, want CLOSED", status)
+		}
+		if _, err := e.shards.PlaceBid(ctx, bidRequest(a.ID, 3, "1000")); !errors.Is(err, bidgate.ErrAuctionClosed) {
+			t.Fatalf("bid after Redis closed: %v", err)
+		}
+	}
+	if crashes != 2 {
+		t.Fatalf("hook ran %d times, want 2", crashes)
+	}
+
+	restarted := New(e.db, e.rdb, Config{}, nil)
+	if n, err := restarted.CloseDue(ctx); err != nil || n != 1 {
+		t.Fatalf("pass after the crash closed %d: %v", n, err)
+	}
+	checkClosed(t, e.db, a.ID, ptr(2), "150.00", 2)
+	if n, err := restarted.CloseDue(ctx); err != nil || n != 0 {
+		t.Fatalf("third pass closed %d: %v", n, err)
+	}
+	if c := count(t, e.db, `SELECT count(*) FROM outbox`); c != 1 {
+		t.Fatalf("%d outbox rows, want 1", c)
+	}
+}
+
+// TestHotConcurrentClosers: two closers on the same ended hot auctions,
+// small batches, at once: each auction is settled once, with Redis's winner.
+func TestHotConcurrentClosers(t *testing.T) {
+	const auctions = 30
+	e := newEnv(t, 16, Config{})
+	type want struct {
+		leader *int64
+		price  string
+		bids   int64
+	}
+	wants := map[int64]want{}
+	for i := range auctions {
+		a := e.newAuction(t, true, "100", 0)
+		w := want{price: "100.00"}
+		for b := range i % 4 {
+			amount := strconv.Itoa(101 + 10*b + i)
+			e.bid(t, a.ID, int64(b+1), amount)
+			w = want{leader: ptr(int64(b + 1)), price: amount + ".00", bids: int64(b + 1)}
+		}
+		e.setRedisEnd(t, a.ID, -time.Second)
+		e.endInPostgres(t, a.ID)
+		wants[a.ID] = w
+	}
+
+	closers := []*Closer{New(e.db, e.rdb, Config{BatchSize: 4}, nil), New(e.db, e.rdb, Config{BatchSize: 4}, nil)}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	closedBy := make([]int, len(closers))
+	for i, c := range closers {
+		wg.Go(func() {
+			for {
+				n, err := c.CloseDue(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				closedBy[i] += n
+				mu.Unlock()
+				if count(t, e.db, `SELECT count(*) FROM auction WHERE status = 'OPEN'`) == 0 {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if closedBy[0]+closedBy[1] != auctions {
+		t.Fatalf("closers closed %v, want %d in all", closedBy, auctions)
+	}
+	t.Logf("closed per closer: %v", closedBy)
+	for id, w := range wants {
+		checkClosed(t, e.db, id, w.leader, w.price, w.bids)
+	}
+}

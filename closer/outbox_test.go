@@ -1,0 +1,334 @@
+package closer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+
+	pkafka "bidgate/persist/kafka"
+)
+
+// fakeWriter is a Writer (our interface, not Kafka's client) whose first
+// calls fail; it keeps what it accepted.
+type fakeWriter struct {
+	mu    sync.Mutex
+	fail  int // calls left to fail
+	calls int
+	msgs  []kafka.Message
+}
+
+var errBrokerDown = errors.New("broker down")
+
+func (f *fakeWriter) WriteMessages(_ context.Context, msgs ...kafka.Message) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.fail > 0 {
+		f.fail--
+		return errBrokerDown
+	}
+	f.msgs = append(f.msgs, msgs...)
+	return nil
+}
+
+func (f *fakeWriter) accepted() []kafka.Message {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]kafka.Message(nil), f.msgs...)
+}
+
+// insertEvents puts n unpublished auction-closed rows (aggregates 1..n) in
+// the outbox.
+func insertEvents(t testing.TB, db *pgxpool.Pool, n int) {
+	t.Helper()
+	if _, err := db.Exec(ctx, `
+INSERT INTO outbox (topic, aggregate_id, payload)
+SELECT 'auction-closed', g, json_build_object('auctionId', g, 'winnerId', g + 1, 'finalPrice', g || '.00',
+                                              'closedAt', '2026-01-02T03:04:05.678901Z', 'bidCount', 1)
+  FROM generate_series(1, $1) g`, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func unpublished(t testing.TB, db *pgxpool.Pool) int {
+	return count(t, db, `SELECT count(*) FROM outbox WHERE published_at IS NULL`)
+}
+
+// checkMessages asserts that msgs carry every auction-closed outbox row,
+// keyed by auction id; duplicates are allowed only when identical.
+func checkMessages(t testing.TB, db *pgxpool.Pool, msgs []kafka.Message) {
+	t.Helper()
+	rows := readOutbox(t, db, `topic = 'auction-closed'`)
+	want := map[string][]byte{}
+	for _, o := range rows {
+		if !o.published {
+			t.Fatalf("outbox row %d not marked published", o.id)
+		}
+		want[strconv.FormatInt(o.aggregate, 10)] = o.payload
+	}
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		payload, ok := want[string(m.Key)]
+		if !ok {
+			t.Fatalf("message with key %q matches no outbox row", m.Key)
+		}
+		if !bytes.Equal(m.Value, payload) {
+			t.Fatalf("key %s: message %s, outbox payload %s", m.Key, m.Value, payload)
+		}
+		seen[string(m.Key)] = true
+	}
+	if len(seen) != len(want) {
+		t.Fatalf("%d of %d outbox rows were published", len(seen), len(want))
+	}
+}
+
+func startBroker(t testing.TB, port int) *pkafka.Embedded {
+	t.Helper()
+	b, err := pkafka.StartEmbedded(port, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
+// readTopic reads n messages of auction-closed from partition 0 (the test
+// brokers have one), without a consumer group.
+func readTopic(t testing.TB, addrs []string, n int) []kafka.Message {
+	t.Helper()
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: addrs, Topic: pkafka.TopicAuctionClosed, Partition: 0,
+		MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 100 * time.Millisecond})
+	defer r.Close()
+	readCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	msgs := make([]kafka.Message, 0, n)
+	for len(msgs) < n {
+		m, err := r.ReadMessage(readCtx)
+		if err != nil {
+			t.Fatalf("read message %d of %d: %v", len(msgs)+1, n, err)
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs
+}
+
+// TestOutboxRelayToKafka: the events of closed auctions go to a real
+// (embedded) broker, one WriteMessages call per batch, and read back equal.
+// Rows of other topics are not this relay's.
+func TestOutboxRelayToKafka(t *testing.T) {
+	const n = 100
+	e := newEnv(t, 8, Config{})
+	insertColdAuctions(t, e.db, n, -1000, 500)
+	if closed, err := e.closer.CloseDue(ctx); err != nil || closed != n {
+		t.Fatalf("closed %d: %v", closed, err)
+	}
+	if _, err := e.db.Exec(ctx, `INSERT INTO outbox (topic, aggregate_id, payload) VALUES ('other-topic', 1, '{}')`); err != nil {
+		t.Fatal(err)
+	}
+
+	broker := startBroker(t, 0)
+	w := pkafka.NewWriter(broker.Addrs(), pkafka.TopicAuctionClosed)
+	defer w.Close()
+	reg := prometheus.NewRegistry()
+	relay := NewOutboxRelay(e.db, w, OutboxConfig{BatchSize: 40}, reg)
+	var batches []int
+	for {
+		published, err := relay.PublishPending(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if published == 0 {
+			break
+		}
+		batches = append(batches, published)
+	}
+	if len(batches) != 3 || batches[0] != 40 || batches[2] != 20 {
+		t.Fatalf("published in batches of %v, want 40, 40, 20", batches)
+	}
+	if got := metricValue(t, reg, "bidgate_outbox_published_total"); got != n {
+		t.Fatalf("published metric %v, want %d", got, n)
+	}
+	if left := unpublished(t, e.db); left != 1 {
+		t.Fatalf("%d rows left unpublished, want only the other topic's", left)
+	}
+	checkMessages(t, e.db, readTopic(t, broker.Addrs(), n))
+}
+
+// TestOutboxRelayKafkaFailures: while the writer fails, nothing is marked
+// published; the rows go out once it works again, each exactly once here.
+func TestOutboxRelayKafkaFailures(t *testing.T) {
+	const n = 30
+	tests := []struct {
+		name   string
+		fail   int
+		viaRun bool // Run with its backoff rather than PublishPending by hand
+	}{
+		{"one failure", 1, false},
+		{"three failures", 3, false},
+		{"Run backs off and retries", 4, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			db := newEnv(t, 4, Config{}).db
+			insertEvents(t, db, n)
+			w := &fakeWriter{fail: tc.fail}
+			reg := prometheus.NewRegistry()
+			relay := NewOutboxRelay(db, w, OutboxConfig{MinBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond, Log: quiet}, reg)
+			if tc.viaRun {
+				runCtx, stop := context.WithCancel(ctx)
+				done := make(chan error, 1)
+				go func() { done <- relay.Run(runCtx) }()
+				eventually(t, 10*time.Second, "every row published", func() bool { return unpublished(t, db) == 0 })
+				stop()
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				for i := range tc.fail {
+					if published, err := relay.PublishPending(ctx); !errors.Is(err, errBrokerDown) || published != 0 {
+						t.Fatalf("failing pass %d: published %d, err %v", i, published, err)
+					}
+					if left := unpublished(t, db); left != n {
+						t.Fatalf("%d rows unpublished after a failed write, want %d", left, n)
+					}
+				}
+				if published, err := relay.PublishPending(ctx); err != nil || published != n {
+					t.Fatalf("published %d: %v", published, err)
+				}
+			}
+			if got := metricValue(t, reg, "bidgate_outbox_publish_failures_total", "cause", "kafka"); got != float64(tc.fail) {
+				t.Fatalf("failures metric %v, want %d", got, tc.fail)
+			}
+			msgs := w.accepted()
+			if len(msgs) != n {
+				t.Fatalf("writer accepted %d messages, want %d", len(msgs), n)
+			}
+			checkMessages(t, db, msgs)
+		})
+	}
+}
+
+// TestOutboxRelayBrokerDown: a real broker that is down, then back on the
+// same port. The relay keeps retrying with back-off; no row is marked
+// published until the broker has it.
+func TestOutboxRelayBrokerDown(t *testing.T) {
+	const n = 50
+	db := newEnv(t, 4, Config{}).db
+	insertEvents(t, db, n)
+
+	// A port nothing listens on, for now.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	addrs := []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+
+	w := pkafka.NewWriter(addrs, pkafka.TopicAuctionClosed)
+	w.MaxAttempts = 1
+	defer w.Close()
+	reg := prometheus.NewRegistry()
+	relay := NewOutboxRelay(db, w, OutboxConfig{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Log: quiet}, reg)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- relay.Run(runCtx) }()
+
+	eventually(t, 20*time.Second, "two failed writes", func() bool {
+		return metricValue(t, reg, "bidgate_outbox_publish_failures_total", "cause", "kafka") >= 2
+	})
+	if left := unpublished(t, db); left != n {
+		t.Fatalf("%d rows unpublished while the broker is down, want %d", left, n)
+	}
+
+	broker := startBroker(t, port)
+	t0 := time.Now()
+	eventually(t, 20*time.Second, "every row published", func() bool { return unpublished(t, db) == 0 })
+	t.Logf("published %v after the broker came back", time.Since(t0))
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	checkMessages(t, db, readTopic(t, broker.Addrs(), n))
+}
+
+// TestTwoOutboxRelays: two relays at once on one outbox, small batches:
+// every row is published and marked, any duplicate is identical.
+func TestTwoOutboxRelays(t *testing.T) {
+	const n = 600
+	db := newEnv(t, 8, Config{}).db
+	insertEvents(t, db, n)
+	broker := startBroker(t, 0)
+
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry()}
+	for _, reg := range regs {
+		w := pkafka.NewWriter(broker.Addrs(), pkafka.TopicAuctionClosed)
+		defer w.Close()
+		relay := NewOutboxRelay(db, w, OutboxConfig{BatchSize: 25}, reg)
+		wg.Go(func() {
+			if err := relay.Run(runCtx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	eventually(t, 30*time.Second, "every row published", func() bool { return unpublished(t, db) == 0 })
+	stop()
+	wg.Wait()
+
+	var byRelay []float64
+	total := 0
+	for _, reg := range regs {
+		v := metricValue(t, reg, "bidgate_outbox_published_total")
+		byRelay = append(byRelay, v)
+		total += int(v)
+	}
+	t.Logf("published per relay: %v", byRelay)
+	if total < n {
+		t.Fatalf("relays published %d, want at least %d", total, n)
+	}
+	checkMessages(t, db, readTopic(t, broker.Addrs(), total))
+}
+
+// TestOutboxRelayWakesOnNotify: with a poll interval far longer than the
+// test, the closer's NOTIFY alone gets its event published.
+func TestOutboxRelayWakesOnNotify(t *testing.T) {
+	e := newEnv(t, 8, Config{})
+	w := &fakeWriter{}
+	relay := NewOutboxRelay(e.db, w, OutboxConfig{PollInterval: time.Hour}, nil)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- relay.Run(runCtx) }()
+	eventually(t, 10*time.Second, "the relay to listen", func() bool {
+		return count(t, e.db, `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND query = 'LISTEN outbox' AND state = 'idle'`) == 1
+	})
+
+	a := e.newAuction(t, false, "100", 0)
+	e.bid(t, a.ID, 5, "120")
+	e.endInPostgres(t, a.ID)
+	if n, err := e.closer.CloseDue(ctx); err != nil || n != 1 {
+		t.Fatalf("closed %d: %v", n, err)
+	}
+	eventually(t, 10*time.Second, "the event published", func() bool { return unpublished(t, e.db) == 0 })
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	checkMessages(t, e.db, w.accepted())
+	// Run gave its connection back to the pool, no longer listening.
+	if c := count(t, e.db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN outbox'`); c != 0 {
+		t.Fatalf("%d connections still listening after Run", c)
+	}
+}

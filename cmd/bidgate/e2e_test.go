@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	kafkago "github.com/segmentio/kafka-go"
+
+	"bidgate"
+	"bidgate/persist/kafka"
+	"bidgate/persist/pgtest"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// startBidgate runs the whole binary (every role, embedded Kafka) on a test
+// database until the test ends, and returns its base URL and Kafka address.
+func startBidgate(t *testing.T) (base, broker string, db *pgxpool.Pool) {
+	t.Helper()
+	db, dbURL := pgtest.New(t, 4)
+	cfg, err := parseConfig("serve", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpPort, kafkaPort := freePort(t), freePort(t)
+	cfg.Listen = fmt.Sprintf("127.0.0.1:%d", httpPort)
+	cfg.InternalListen = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cfg.GossipPort = freePort(t)
+	cfg.PostgresURL = dbURL
+	cfg.KafkaEmbeddedPort = kafkaPort
+	cfg.Shard.RateLimit = -1 // thousands of bids from few bidders
+	cfg.LogLevel = "warn"
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, cfg) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	base = "http://" + cfg.Listen
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bidgate not ready after 30s: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return base, fmt.Sprintf("127.0.0.1:%d", kafkaPort), db
+}
+
+func call(t *testing.T, method, url string, body any, header ...string) (int, map[string]any) {
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(method, url, bytes.NewReader(b))
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	return resp.StatusCode, out
+}
+
+// TestEndToEnd: a hot auction takes thousands of concurrent bids over HTTP;
+// once it has ended and the pipeline drained, PostgreSQL holds exactly the
+// bids that got 201, the row is CLOSED with the highest as winner, and the
+// auction-closed topic names that winner (duplicates only identical).
+func TestEndToEnd(t *testing.T) {
+	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	base, broker, db := startBidgate(t)
+	end := time.Now().Add(3 * time.Second).UTC().Format(time.RFC3339Nano)
+	status, a := call(t, "POST", base+"/auctions", map[string]any{"sellerId": 1, "title": "flash lot",
+		"startPrice": "100", "minIncrement": "1", "endTime": end, "hot": true, "extendWindowSeconds": 0})
+	if status != 201 {
+		t.Fatalf("create: %d %v", status, a)
+	}
+	id := int64(a["id"].(float64))
+
+	var (
+		mu       sync.Mutex
+		accepted = map[string]float64{} // request id -> amount
+		next     atomic.Int64
+		wg       sync.WaitGroup
+	)
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				n := next.Add(1)
+				if n > 3000 {
+					return
+				}
+				key := uuid.NewString()
+				status, body := call(t, "POST", fmt.Sprintf("%s/auctions/%d/bids", base, id),
+					map[string]any{"bidderId": g + 1, "amount": 100 + n}, "Idempotency-Key", key)
+				switch status {
+				case 201:
+					mu.Lock()
+					accepted[key] = float64(100 + n)
+					mu.Unlock()
+				case 409:
+				default:
+					t.Errorf("bid: %d %v", status, body)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	highest, winner := 0.0, ""
+	for k, v := range accepted {
+		if v > highest {
+			highest, winner = v, k
+		}
+	}
+
+	// The closer settles the auction within seconds of its end.
+	var got map[string]any
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, got = call(t, "GET", fmt.Sprintf("%s/auctions/%d", base, id), nil)
+		if got["status"] == "CLOSED" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("auction not CLOSED 30s after its end: %v", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got["currentPrice"] != bidgate.FormatMoney(bidgate.FromCents(int64(highest*100))) {
+		t.Fatalf("closed at %v, highest accepted bid %v (%s)", got["currentPrice"], highest, winner)
+	}
+
+	// PostgreSQL holds exactly the accepted bids.
+	var stored map[string]bool
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		stored = requestIDs(t, db, id)
+		if len(stored) >= len(accepted) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d accepted bids in PostgreSQL after 30s", len(stored), len(accepted))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(stored) != len(accepted) {
+		t.Fatalf("%d bids in PostgreSQL, %d accepted", len(stored), len(accepted))
+	}
+	for k := range accepted {
+		if !stored[k] {
+			t.Fatalf("accepted bid %s missing from PostgreSQL", k)
+		}
+	}
+	t.Logf("%d bids accepted, all in PostgreSQL", len(accepted))
+
+	// The auction-closed event names the winner, as often as it was sent,
+	// always the same.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var published bool
+		if err := db.QueryRow(context.Background(), `SELECT bool_and(published_at IS NOT NULL) FROM outbox WHERE aggregate_id = $1`, id).Scan(&published); err != nil {
+			t.Fatal(err)
+		}
+		if published {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("outbox row not published after 30s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	events := closedEvents(t, broker, id)
+	if len(events) == 0 {
+		t.Fatalf("no auction-closed event for auction %d", id)
+	}
+	for _, ev := range events {
+		if ev != events[0] {
+			t.Fatalf("two different events for one auction: %s and %s", events[0], ev)
+		}
+		var e bidgate.AuctionClosed
+		if err := json.Unmarshal([]byte(ev), &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.FinalPrice != got["currentPrice"] || e.WinnerID == nil || float64(*e.WinnerID) != got["leaderId"] {
+			t.Fatalf("event %s, auction %v", ev, got)
+		}
+	}
+}
+
+func requestIDs(t *testing.T, db *pgxpool.Pool, auction int64) map[string]bool {
+	rows, err := db.Query(context.Background(), `SELECT request_id::text FROM bid WHERE auction_id = $1`, auction)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := map[string]bool{}
+	for _, id := range ids {
+		set[id] = true
+	}
+	return set
+}
+
+// closedEvents reads the whole auction-closed topic with kcat, a client of
+// another make, and returns the payloads keyed by the auction. Without kcat
+// (outside CI) it reads the first such event with kafka-go.
+func closedEvents(t *testing.T, broker string, auction int64) []string {
+	key := strconv.FormatInt(auction, 10)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("kcat is not installed (CI installs it)")
+		}
+		r := kafkago.NewReader(kafkago.ReaderConfig{Brokers: []string{broker}, Topic: kafka.TopicAuctionClosed,
+			GroupID: "e2e-" + uuid.NewString(), StartOffset: kafkago.FirstOffset, MaxWait: 250 * time.Millisecond})
+		defer r.Close()
+		for {
+			m, err := r.ReadMessage(ctx)
+			if err != nil {
+				t.Fatalf("read auction-closed: %v", err)
+			}
+			if string(m.Key) == key {
+				return []string{string(m.Value)}
+			}
+		}
+	}
+	out, err := exec.CommandContext(ctx, kcat, "-C", "-b", broker, "-t", kafka.TopicAuctionClosed, "-e", "-q", "-f", "%k\t%s\n").Output()
+	if err != nil {
+		t.Fatalf("kcat: %v", err)
+	}
+	var events []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if k, v, ok := strings.Cut(line, "\t"); ok && k == key {
+			events = append(events, v)
+		}
+	}
+	return events
+}

@@ -1,0 +1,52 @@
+package gateway
+
+import (
+	"github.com/valyala/fasthttp"
+
+	"bidgate/ring"
+)
+
+type memberResponse struct {
+	Name         string   `json:"name"`
+	ID           string   `json:"id"`
+	State        string   `json:"state"`
+	Roles        []string `json:"roles"`
+	PublicAddr   string   `json:"publicAddr"`
+	InternalAddr string   `json:"internalAddr"`
+	Self         bool     `json:"self"`
+}
+
+func (s *Server) newMemberResponse(m ring.Member) memberResponse {
+	return memberResponse{Name: m.Name, ID: m.ID, State: m.State, Roles: m.Roles,
+		PublicAddr: m.PublicAddr, InternalAddr: m.InternalAddr, Self: m.Name == s.cfg.Cluster.Self().Name}
+}
+
+// clusterMembers serves GET /cluster/members.
+func (s *Server) clusterMembers(ctx *fasthttp.RequestCtx) {
+	members := s.cfg.Cluster.Members()
+	out := make([]memberResponse, len(members))
+	for i, m := range members {
+		out[i] = s.newMemberResponse(m)
+	}
+	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"members": out})
+}
+
+// clusterOwner serves GET /cluster/owner/{id}: the node a bid on that
+// auction goes to, and the one it would be retried on.
+func (s *Server) clusterOwner(ctx *fasthttp.RequestCtx) {
+	id, err := pathID(ctx, "id")
+	if err != nil {
+		writeProblem(ctx, problemFor(err, s.log))
+		return
+	}
+	owners := s.cfg.Cluster.Owners(id, 2)
+	if len(owners) == 0 {
+		writeProblem(ctx, newProblem(fasthttp.StatusServiceUnavailable, "no_shards", "no shard node is in the cluster"))
+		return
+	}
+	out := map[string]any{"auctionId": id, "owner": s.newMemberResponse(owners[0])}
+	if len(owners) > 1 {
+		out["next"] = s.newMemberResponse(owners[1])
+	}
+	writeJSON(ctx, fasthttp.StatusOK, out)
+}
