@@ -10,11 +10,15 @@ export BIDGATE_POSTGRES_URL ?= postgres://$(PGUSER)@$(PGHOST):$(PGPORT)/$(DBNAME
 
 STATICCHECK = go run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run build test bench lint db check-postgres check-redis
+.PHONY: run run-one build test bench lint db check-postgres check-redis
 
-## run: start bidgate on :8080 against the local PostgreSQL and Redis (creates the database if missing)
-run: db check-redis
-	go run ./cmd/bidgate serve
+## run: a local 3-node cluster on :8080-8082 with the embedded Kafka broker, on the local PostgreSQL and Redis
+run: db check-redis build
+	bin/bidgate dev --nodes 3
+
+## run-one: a single node on :8080 with every role
+run-one: db check-redis build
+	bin/bidgate serve
 
 ## build: compile bin/bidgate
 build:
@@ -28,6 +32,8 @@ test: check-postgres check-redis
 ## bench: the Go benchmarks: bids through HTTP (cold, hot batched and not) and the raw Redis script
 bench: check-postgres check-redis
 	go test -run '^$$' -bench . -benchtime 3s -count 3 ./shard/ ./gateway/
+	go test -run '^$$' -bench . -benchtime 20000x -count 3 ./persist/
+	go test -run '^$$' -bench . -benchtime 5x -count 3 ./closer/
 
 ## lint: gofmt, go vet and staticcheck
 lint:

@@ -135,3 +135,13 @@ func (s *Server) getAuction(ctx *fasthttp.RequestCtx) {
 	}
 	writeJSON(ctx, fasthttp.StatusOK, newAuctionResponse(a))
 }
+
+// watch serves WS /ws/auctions/{id}: the fanout hub answers, on any node.
+func (s *Server) watch(ctx *fasthttp.RequestCtx) {
+	id, err := pathID(ctx, "id")
+	if err != nil {
+		writeProblem(ctx, problemFor(err, s.log))
+		return
+	}
+	s.cfg.Viewers.ServeWS(ctx, id)
+}

@@ -40,7 +40,7 @@ type testNode struct {
 	reg    *prometheus.Registry
 }
 
-func startNode(t *testing.T, id string, db *pgxpool.Pool, rdb *redis.Client, seeds ...string) *testNode {
+func startNode(t testing.TB, id string, db *pgxpool.Pool, rdb *redis.Client, seeds ...string) *testNode {
 	t.Helper()
 	public, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -89,7 +89,7 @@ func (n *testNode) kill() {
 }
 
 // converge waits, bounded, until every node sees want shard members alive.
-func converge(t *testing.T, want int, nodes ...*testNode) {
+func converge(t testing.TB, want int, nodes ...*testNode) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {

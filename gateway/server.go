@@ -56,6 +56,14 @@ type Config struct {
 	Cluster        Cluster
 	ClusterSecret  []byte
 	ForwardTimeout time.Duration // default 2s
+
+	// Viewers, when set, serves WS /ws/auctions/{id} on every node.
+	Viewers Viewers
+}
+
+// Viewers is what the gateway needs from the fanout hub.
+type Viewers interface {
+	ServeWS(ctx *fasthttp.RequestCtx, auctionID int64)
 }
 
 func (c *Config) setDefaults() {
@@ -106,6 +114,9 @@ func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *
 		r.GET("/auctions/{id}", s.route("get_auction", s.getAuction))
 		r.POST("/auctions/{id}/bids", s.route("place_bid", s.placeBid))
 		r.POST("/auctions/{id}/promote", s.route("promote", s.promote))
+	}
+	if cfg.Viewers != nil && !cfg.OpsOnly {
+		r.GET("/ws/auctions/{id}", s.route("ws_auction", s.watch))
 	}
 	if cfg.Cluster != nil {
 		r.GET("/cluster/members", s.route("cluster_members", s.clusterMembers))

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
+	"bidgate/fanout"
 	"bidgate/shard"
 )
 
@@ -27,6 +29,8 @@ type config struct {
 	RedisPassword   string
 	OperatorToken   string
 	Shard           shard.Config
+	Fanout          fanout.Config
+	AllowedOrigins  string
 
 	Roles             roleSet
 	Kafka             string
@@ -68,6 +72,9 @@ func parseConfig(cmd string, args []string) (config, error) {
 		fs.IntVar(&c.Shard.RateBurst, "rate-burst", 10, "token bucket size per bidder")
 		fs.IntVar(&c.Shard.PromoteRate, "promote-rate", 20, "cold bids per second on one node that promote an auction to hot (negative disables)")
 		fs.DurationVar(&c.Shard.CacheMaxAge, "price-cache-age", 300*time.Millisecond, "how old a cached price may be and still refuse bids")
+		fs.DurationVar(&c.Fanout.Interval, "ws-interval", 150*time.Millisecond, "at most one WebSocket message per auction per interval")
+		fs.IntVar(&c.Fanout.MaxViewers, "ws-max-viewers", 20000, "WebSocket viewers per node before 503")
+		fs.StringVar(&c.AllowedOrigins, "ws-origins", "", "comma-separated Origin values allowed on WebSocket connections; empty allows all")
 		fs.Var(c.Roles, "roles", "comma-separated roles to run: "+strings.Join(allRoles, ","))
 		fs.StringVar(&c.Kafka, "kafka", "", "Kafka brokers, comma-separated; empty starts an embedded broker on loopback")
 		fs.IntVar(&c.KafkaEmbeddedPort, "kafka-embedded-port", 0, "port of the embedded Kafka broker (0: any free port)")
@@ -135,6 +142,13 @@ func parseConfig(cmd string, args []string) (config, error) {
 		}
 		if c.NodeID == "" {
 			return c, fmt.Errorf("--node-id is required")
+		}
+		if c.Fanout.Interval <= 0 || c.Fanout.MaxViewers < 1 {
+			return c, fmt.Errorf("--ws-interval and --ws-max-viewers must be positive")
+		}
+		if c.AllowedOrigins != "" {
+			allowed := strings.Split(c.AllowedOrigins, ",")
+			c.Fanout.CheckOrigin = func(origin string) bool { return slices.Contains(allowed, origin) }
 		}
 	}
 	return c, nil

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fasthttp/websocket"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -281,4 +282,31 @@ func closedEvents(t *testing.T, broker string, auction int64) []string {
 		}
 	}
 	return events
+}
+
+// TestWebSocketThroughTheBinary: a viewer of the real binary gets the
+// snapshot, then the price of a bid placed over HTTP.
+func TestWebSocketThroughTheBinary(t *testing.T) {
+	base, _, _ := startBidgate(t)
+	end := time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
+	_, a := call(t, "POST", base+"/auctions", map[string]any{"sellerId": 1, "title": "watched",
+		"startPrice": "100", "minIncrement": "1", "endTime": end})
+	id := int64(a["id"].(float64))
+	conn, _, err := websocket.DefaultDialer.Dial(fmt.Sprintf("ws%s/ws/auctions/%d", strings.TrimPrefix(base, "http"), id), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var msg map[string]any
+	if err := conn.ReadJSON(&msg); err != nil || msg["type"] != "snapshot" || msg["currentPrice"] != "100.00" {
+		t.Fatalf("first message %v (%v), want the snapshot", msg, err)
+	}
+	if status, body := call(t, "POST", fmt.Sprintf("%s/auctions/%d/bids", base, id), map[string]any{"bidderId": 5, "amount": "150"},
+		"Idempotency-Key", uuid.NewString()); status != 201 {
+		t.Fatalf("bid: %d %v", status, body)
+	}
+	if err := conn.ReadJSON(&msg); err != nil || msg["type"] != "update" || msg["currentPrice"] != "150.00" || msg["leaderId"] != float64(5) {
+		t.Fatalf("second message %v (%v), want the update", msg, err)
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"bidgate/closer"
+	"bidgate/fanout"
 	"bidgate/gateway"
 	"bidgate/persist"
 	"bidgate/persist/kafka"
@@ -157,6 +158,12 @@ func serve(ctx context.Context, cfg config) error {
 	}
 	gw := gateway.Config{RequestTimeout: cfg.RequestTimeout, OperatorToken: cfg.OperatorToken, OpsOnly: !cfg.Roles[roleGateway],
 		NodeID: cfg.NodeID, Cluster: members, ClusterSecret: []byte(cfg.ClusterSecret)}
+	if cfg.Roles[roleGateway] {
+		cfg.Fanout.Log = log
+		hub := fanout.New(n.rdb, auctions, cfg.Fanout, n.reg)
+		g.Go(func() error { return hub.Run(work) })
+		gw.Viewers = hub
+	}
 	if !gw.OpsOnly && cfg.OperatorToken == "" {
 		log.Warn("no --operator-token: operator routes (promote) are open to every client")
 	}

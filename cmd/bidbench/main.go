@@ -1,0 +1,192 @@
+// Command bidbench is bidgate's load-test harness.
+//
+//	bidbench flash-sale   the design's scale: many cold auctions, a few hot ones ending under load
+//	bidbench hot-max      ramp one hot auction until p99 > 200 ms or errors
+//	bidbench cold-max     the same for one cold auction
+//	bidbench close-burst  many auctions ending in the same second
+//	bidbench limits       the stores' own limits only
+//
+// Every scenario ends with an audit of the design's invariants; bidbench
+// exits 1 when a check fails. Only loopback targets are accepted.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"golang.org/x/term"
+
+	"bidgate/bench"
+)
+
+const usage = `usage: bidbench <scenario> [flags]
+
+scenarios:
+  flash-sale   N cold auctions with a trickle of bids and H hot ones taking R bids/s each
+               over their last minute, ending (and extended by anti-sniping) inside the run
+  hot-max      ramp one hot auction's arrival rate until a step's p99 crosses --p99 or errors appear
+  cold-max     the same for one cold auction (run bidgate with --promote-rate=-1)
+  close-burst  M auctions ending in the same second: time until all are CLOSED, each exactly once
+  limits       only the stores' own limits: bidgate's Redis script and PostgreSQL statement from Go
+
+Run "bidbench <scenario> -h" for its flags. Results go to bench-results/ (JSON, HTML, records).
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	scenario, args := os.Args[1], os.Args[2:]
+	switch scenario {
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+		return
+	case "flash-sale", "hot-max", "cold-max", "close-burst", "limits":
+	default:
+		fmt.Fprintf(os.Stderr, "bidbench: unknown scenario %q\n\n%s", scenario, usage)
+		os.Exit(2)
+	}
+	run, err := parse(scenario, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bidbench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx))
+}
+
+// parse reads the flags of a scenario and returns the run.
+func parse(scenario string, args []string) (func(context.Context) int, error) {
+	fs := flag.NewFlagSet("bidbench "+scenario, flag.ContinueOnError)
+	opt := bench.DefaultOptions()
+	fs.StringVar(&opt.Targets, "targets", opt.Targets, "bidgate node base URLs, comma-separated (loopback only), e.g. http://127.0.0.1:8080,http://127.0.0.1:8081")
+	fs.StringVar(&opt.PostgresURL, "postgres-url", opt.PostgresURL, "PostgreSQL of bidgate (loopback or Unix socket): bulk creation, the audit, the limits")
+	fs.StringVar(&opt.RedisAddrs, "redis-addrs", opt.RedisAddrs, "Redis of bidgate (loopback), comma-separated for a Redis Cluster")
+	fs.StringVar(&opt.RedisPassword, "redis-password", "", "Redis password")
+	fs.IntVar(&opt.Loader.Workers, "workers", opt.Loader.Workers, "requests in flight at most (worker pool; connections per node)")
+	fs.IntVar(&opt.Loader.Queue, "queue", opt.Loader.Queue, "scheduled requests that may wait for a worker (the wait counts in latency)")
+	fs.DurationVar(&opt.Loader.Timeout, "timeout", opt.Loader.Timeout, "client timeout of a request (past it: a transport error)")
+	fs.DurationVar(&opt.DrainTimeout, "drain-timeout", opt.DrainTimeout, "how long the audit waits for the pipeline (hot bids in PostgreSQL, ended auctions CLOSED)")
+	fs.DurationVar(&opt.LimitsDuration, "limits-duration", opt.LimitsDuration, "how long each store limit is measured")
+	if scenario != "limits" && scenario != "close-burst" {
+		fs.BoolVar(&opt.Limits, "limits", true, "also measure the stores' own limits after the scenario and print bidgate's rate as a fraction of each")
+	}
+	var seed uint64
+	fs.Uint64Var(&seed, "seed", 0, "random seed (0: random; the result records it)")
+	out := fs.String("out", "", "result file (JSON; the HTML report and the records go beside it) (default bench-results/<scenario>-<timestamp>.json)")
+	records := fs.Bool("records", true, "write every request to <out>.records.jsonl.gz")
+	quiet := fs.Bool("quiet", false, "no progress bar (there is none anyway when stderr is not a terminal)")
+
+	var run func(ctx context.Context, e *bench.Env) (*bench.Result, error)
+	switch scenario {
+	case "flash-sale":
+		c := bench.DefaultFlashSale()
+		fs.IntVar(&c.Cold, "cold", c.Cold, "cold auctions")
+		fs.StringVar(&c.Create, "create", "", "how cold auctions are created: api (concurrent POST /auctions, slower, more honest) or sql (one INSERT ... SELECT generate_series) (default sql above 10,000 auctions, api otherwise)")
+		fs.IntVar(&c.CreateConc, "create-concurrency", c.CreateConc, "concurrent clients creating auctions through the API")
+		fs.Float64Var(&c.ColdRate, "cold-rate", c.ColdRate, "bids/s spread at random over all cold auctions")
+		fs.Float64Var(&c.ColdEndShare, "cold-end-share", c.ColdEndShare, "share of cold auctions that end inside the run")
+		fs.IntVar(&c.Hot, "hot", c.Hot, "hot auctions (created through the API with \"hot\": true)")
+		fs.Float64Var(&c.HotRate, "hot-rate", c.HotRate, "bids/s per hot auction")
+		fs.DurationVar(&c.Duration, "duration", c.Duration, "length of the load; hot auctions end at 3/4 of it and anti-sniping extends them past it")
+		fs.DurationVar(&c.ExtendWindow, "extend-window", 0, "anti-sniping window of the auctions (default duration/12, at least 1s)")
+		fs.DurationVar(&c.ExtendBy, "extend-by", 0, "anti-sniping extension (default the window)")
+		fs.Float64Var(&c.RetryShare, "retry-share", c.RetryShare, "share of requests sent again with the same Idempotency-Key")
+		fs.Float64Var(&c.TimeoutShare, "timeout-share", c.TimeoutShare, "share of the retried requests whose first attempt uses --short-timeout")
+		fs.DurationVar(&c.ShortTimeout, "short-timeout", c.ShortTimeout, "client timeout of a deliberately timed-out first attempt")
+		fs.DurationVar(&c.RetryDelay, "retry-delay", c.RetryDelay, "a retry goes up to this long after the first attempt's end")
+		fs.IntVar(&c.LateBids, "late-bids", c.LateBids, "bids per hot auction (and over cold auctions that ended) sent after the end; all must be refused")
+		fs.IntVar(&c.Bidders, "bidders", 0, "distinct bidder ids (default max(20000, 2 x total bids/s), so no bidder nears the 5/s limit)")
+		run = func(ctx context.Context, e *bench.Env) (*bench.Result, error) { return e.FlashSale(ctx, c) }
+	case "hot-max", "cold-max":
+		c := bench.DefaultHotMax()
+		if scenario == "cold-max" {
+			c = bench.DefaultColdMax()
+		}
+		fs.Float64Var(&c.StartRate, "start-rate", c.StartRate, "bids/s of the first step")
+		fs.Float64Var(&c.Factor, "factor", c.Factor, "rate multiplier per step")
+		fs.DurationVar(&c.Step, "step", c.Step, "length of a step")
+		fs.IntVar(&c.MaxSteps, "max-steps", c.MaxSteps, "steps at most")
+		fs.Float64Var(&c.MaxRate, "max-rate", c.MaxRate, "rate at most")
+		fs.DurationVar(&c.P99, "p99", c.P99, "a step holds while its p99 (all answers) stays at or under this and no 5xx/transport error appears")
+		fs.IntVar(&c.Bidders, "bidders", 0, "distinct bidder ids (default max(20000, max-rate/2))")
+		run = func(ctx context.Context, e *bench.Env) (*bench.Result, error) {
+			if scenario == "cold-max" {
+				return e.ColdMax(ctx, c)
+			}
+			return e.HotMax(ctx, c)
+		}
+	case "close-burst":
+		opt.Limits = false
+		c := bench.DefaultCloseBurst()
+		fs.IntVar(&c.Auctions, "auctions", c.Auctions, "auctions ending in the same second (created in PostgreSQL)")
+		fs.DurationVar(&c.Lead, "lead", c.Lead, "how far ahead, on the database clock, that second is")
+		fs.Float64Var(&c.BidShare, "bid-share", c.BidShare, "share of the auctions that get one bid before the end (so there are winners)")
+		fs.Float64Var(&c.BidRate, "bid-rate", c.BidRate, "bids/s of those bids")
+		fs.IntVar(&c.LateBids, "late-bids", c.LateBids, "bids sent after the end; all must be refused")
+		fs.DurationVar(&c.Timeout, "close-timeout", c.Timeout, "how long to wait for all to be CLOSED")
+		fs.IntVar(&c.Bidders, "bidders", 0, "distinct bidder ids (default max(20000, auctions))")
+		run = func(ctx context.Context, e *bench.Env) (*bench.Result, error) { return e.CloseBurstRun(ctx, c) }
+	case "limits":
+		opt.Limits = true
+		run = func(ctx context.Context, e *bench.Env) (*bench.Result, error) { return e.LimitsRun(ctx) }
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: bidbench %s [flags]\n\n", scenario)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	opt.Seed = seed
+	opt.Stderr = os.Stderr
+	opt.Progress = !*quiet && term.IsTerminal(int(os.Stderr.Fd()))
+
+	return func(ctx context.Context) int {
+		e, err := bench.NewEnv(ctx, opt)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bidbench:", err)
+			return 1
+		}
+		defer e.Close()
+		res, err := run(ctx, e)
+		if res == nil {
+			fmt.Fprintln(os.Stderr, "bidbench:", err)
+			return 1
+		}
+		if res.Finished.IsZero() {
+			res.Finished = time.Now()
+		}
+		path := *out
+		if path == "" {
+			path = bench.DefaultOut(scenario, res.Started)
+		}
+		if werr := bench.WriteOutputs(res, path, *records); werr != nil {
+			fmt.Fprintln(os.Stderr, "bidbench:", werr)
+		}
+		bench.WriteText(os.Stdout, res)
+		switch {
+		case err != nil:
+			fmt.Fprintln(os.Stderr, "bidbench:", err)
+			return 1
+		case !res.Passed():
+			fmt.Fprintf(os.Stderr, "bidbench: %d check(s) FAILED\n", len(res.Failed()))
+			return 1
+		}
+		return 0
+	}, nil
+}

@@ -1,0 +1,507 @@
+package fanout
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fasthttp/websocket"
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+	"github.com/shopspring/decimal"
+
+	"bidgate"
+	"bidgate/persist/pgtest"
+)
+
+func TestViewerSeesSnapshotUpdatesAndClose(t *testing.T) {
+	e := newEnv(t)
+	n := startNode(t, e.rdb, e.svc, Config{}, nodeOpts{})
+	a := createAuction(t, e.svc, true)
+
+	c := dial(t, n, a.ID)
+	snap := c.next(t, 5*time.Second)
+	if snap.Type != typeSnapshot || snap.Seq != 0 || snap.CurrentPrice != "100.00" || snap.LeaderID != nil ||
+		snap.Status != bidgate.StatusOpen || snap.AuctionID != a.ID {
+		t.Fatalf("snapshot %+v", snap)
+	}
+
+	// A burst from several bidders at once; the viewer ends on the newest price.
+	var wg sync.WaitGroup
+	for w := range 5 {
+		wg.Go(func() {
+			for i := range 10 {
+				_, _ = placeBid(e.svc, a.ID, int64(w+1), 101+int64(i*5+w))
+			}
+		})
+	}
+	wg.Wait()
+	final, err := e.svc.Auction(bg, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.until(t, final.BidCount, 5*time.Second)
+	last := got[len(got)-1]
+	if last.Type != typeUpdate || last.CurrentPrice != bidgate.FormatMoney(final.CurrentPrice) ||
+		leader(last) != final.LeaderID || last.BidCount != final.BidCount {
+		t.Fatalf("last update %+v; auction %+v", last, final)
+	}
+	for _, m := range got {
+		if m.Type != typeUpdate || m.Seq <= snap.Seq {
+			t.Fatalf("after the snapshot: %+v", m)
+		}
+	}
+
+	u := publishClosed(t, e.rdb, e.svc, a.ID)
+	closed := c.next(t, 5*time.Second)
+	if closed.Type != typeClosed || closed.Status != bidgate.StatusClosed || leader(closed) != *u.LeaderID ||
+		closed.CurrentPrice != u.CurrentPrice || closed.Seq != u.Seq {
+		t.Fatalf("closed %+v; published %+v", closed, u)
+	}
+	c.closed(t, websocket.CloseNormalClosure, 5*time.Second)
+}
+
+func TestCoalescesBurstToFewMessages(t *testing.T) {
+	e := newEnv(t)
+	n := startNode(t, e.rdb, e.svc, Config{}, nodeOpts{})
+	a := createAuction(t, e.svc, true)
+	viewers := make([]*client, 4)
+	for i := range viewers {
+		viewers[i] = dial(t, n, a.ID)
+		if m := viewers[i].next(t, 5*time.Second); m.Type != typeSnapshot {
+			t.Fatalf("first message %+v", m)
+		}
+	}
+
+	// 2,000 bids over one second: bid i is due at i*500µs, with amount
+	// 101+i, placed by 16 bidders at once (some lose the race and are too low).
+	const bids, workers = 2000, 16
+	var next, accepted atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= bids {
+					return
+				}
+				time.Sleep(time.Until(start.Add(time.Duration(i) * 500 * time.Microsecond))) // pacing
+				_, err := placeBid(e.svc, a.ID, int64(w+1), 101+i)
+				switch {
+				case err == nil:
+					accepted.Add(1)
+				case !errors.Is(err, bidgate.ErrBidTooLow):
+					t.Errorf("bid %d: %v", i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	final, err := e.svc.Auction(bg, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final.BidCount != accepted.Load() || accepted.Load() < bids/4 {
+		t.Fatalf("%d bids accepted, auction says %d", accepted.Load(), final.BidCount)
+	}
+	// At most one message per 150 ms, plus the snapshot, the first update
+	// (it goes out at once), the one after the last bid, and one of slack.
+	limit := int(elapsed/(150*time.Millisecond)) + 4
+	t.Logf("%d of %d bids accepted in %v; at most %d messages per viewer", accepted.Load(), bids, elapsed, limit)
+	for i, c := range viewers {
+		got := c.until(t, final.BidCount, 5*time.Second)
+		last := got[len(got)-1]
+		if last.CurrentPrice != bidgate.FormatMoney(final.CurrentPrice) || leader(last) != final.LeaderID {
+			t.Fatalf("viewer %d ended on %+v; auction %+v", i, last, final)
+		}
+		if total := len(got) + 1; total > limit || (elapsed < 1200*time.Millisecond && total > 10) {
+			t.Fatalf("viewer %d got %d messages for %d bids in %v", i, total, final.BidCount, elapsed)
+		}
+		t.Logf("viewer %d: %d messages (snapshot included)", i, len(got)+1)
+	}
+}
+
+func TestViewerOnOtherNodeSeesBids(t *testing.T) {
+	e := newEnv(t)
+	svcB := newShard(e.db, e.rdb)
+	nodeA := startNode(t, e.rdb, e.svc, Config{}, nodeOpts{})
+	nodeB := startNode(t, e.rdb, svcB, Config{}, nodeOpts{})
+	a := createAuction(t, e.svc, false) // cold: every bid publishes
+
+	onB, onA := dial(t, nodeB, a.ID), dial(t, nodeA, a.ID)
+	onB.next(t, 5*time.Second)
+	onA.next(t, 5*time.Second)
+	var last bidgate.Bid
+	for i := range 5 {
+		last = mustBid(t, e.svc, a.ID, int64(10+i), 110+int64(i*10))
+	}
+	for _, c := range []*client{onB, onA} {
+		got := c.until(t, last.Seq, 5*time.Second)
+		if m := got[len(got)-1]; m.CurrentPrice != "150.00" || leader(m) != 14 || m.Seq != last.Seq {
+			t.Fatalf("last message %+v", m)
+		}
+	}
+}
+
+func TestSlowViewerDoesNotDelayOthers(t *testing.T) {
+	e := newEnv(t)
+	cfg := Config{Interval: 10 * time.Millisecond, SlowTimeout: 200 * time.Millisecond, WriteTimeout: 500 * time.Millisecond}
+	// Small server socket buffers (withSmallBuffers) make a viewer that
+	// stops reading block the server's writes within a few dozen messages.
+	n := startNode(t, e.rdb, e.svc, cfg, nodeOpts{wrap: withSmallBuffers})
+	a := createAuction(t, e.svc, true)
+
+	stuck := rawViewer(t, n, a.ID)
+	good := make([]*client, 3)
+	for i := range good {
+		good[i] = dial(t, n, a.ID)
+		good[i].next(t, 5*time.Second)
+	}
+
+	// 500 bids/s for 3 s; the good viewers must keep up all along.
+	var (
+		wg                sync.WaitGroup
+		maxBid, lastPlace time.Duration
+		amount            int64 = 100
+		bids              int64
+	)
+	ctx, cancel := context.WithTimeout(bg, 3*time.Second)
+	defer cancel()
+	wg.Go(func() {
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			amount++
+			began := time.Now()
+			if _, err := placeBid(e.svc, a.ID, 1+amount%7, amount); err != nil {
+				t.Errorf("bid %d: %v", amount, err)
+				return
+			}
+			lastPlace = time.Since(began)
+			maxBid = max(maxBid, lastPlace)
+			bids++
+		}
+	})
+	gaps := make([]time.Duration, len(good))
+	seen := make([]int64, len(good)) // the last seq each good viewer got
+	for i, c := range good {
+		wg.Go(func() {
+			prev := time.Now()
+			for ctx.Err() == nil {
+				select {
+				case m, ok := <-c.msgs:
+					if !ok {
+						t.Errorf("good viewer %d dropped: %v", i, c.err)
+						return
+					}
+					seen[i] = m.Seq
+				case <-ctx.Done():
+					return
+				}
+				gaps[i] = max(gaps[i], time.Since(prev))
+				prev = time.Now()
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	t.Logf("%d bids, slowest %v; longest gap between messages per good viewer %v", bids, maxBid, gaps)
+	if maxBid > time.Second {
+		t.Errorf("a bid took %v", maxBid)
+	}
+	for i, g := range gaps {
+		if g > 500*time.Millisecond {
+			t.Errorf("good viewer %d waited %v between messages", i, g)
+		}
+	}
+	final, err := e.svc.Auction(bg, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range good {
+		if seen[i] < final.BidCount {
+			c.until(t, final.BidCount, 5*time.Second)
+		}
+	}
+
+	// The stuck viewer was dropped: reading what its socket holds ends in
+	// the server's close, not in a live connection.
+	waitEOF(t, stuck)
+	if v := value(t, n.hub.metrics.slowClosed); v != 1 {
+		t.Fatalf("slow viewers closed: %v, want 1", v)
+	}
+	if v := value(t, n.hub.metrics.overflows); v == 0 {
+		t.Fatalf("no queue overflow counted")
+	}
+}
+
+func TestLaggingViewerIsClosedTooSlow(t *testing.T) {
+	e := newEnv(t)
+	cfg := Config{Interval: 5 * time.Millisecond, SlowTimeout: 300 * time.Millisecond, WriteTimeout: 3 * time.Second}
+	n := startNode(t, e.rdb, e.svc, cfg, nodeOpts{wrap: withSmallBuffers})
+	a := createAuction(t, e.svc, true)
+
+	// A viewer that reads 50 messages/s while up to 200/s are due, over a
+	// tiny receive buffer: its queue overflows on every flush.
+	d := net.Dialer{Control: tinyReceiveBuffer}
+	conn, _, err := (&websocket.Dialer{NetDialContext: d.DialContext}).Dial(n.url(a.ID), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	bidding := make(chan struct{})
+	go func() {
+		defer close(bidding)
+		for amount := int64(101); ctx.Err() == nil; amount++ {
+			if _, err := placeBid(e.svc, a.ID, 1+amount%7, amount); err != nil {
+				t.Errorf("bid %d: %v", amount, err)
+				return
+			}
+		}
+	}()
+	var msgs int
+	for {
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, _, err := conn.ReadMessage()
+		var ce *websocket.CloseError
+		if errors.As(err, &ce) {
+			if ce.Code != websocket.ClosePolicyViolation || ce.Text != reasonSlow {
+				t.Fatalf("closed with %d %q", ce.Code, ce.Text)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %d messages: %v", msgs, err)
+		}
+		msgs++
+		time.Sleep(20 * time.Millisecond) // the viewer's own slowness
+	}
+	cancel()
+	<-bidding
+	t.Logf("closed as too slow after %d messages", msgs)
+	if v := value(t, n.hub.metrics.slowClosed); v != 1 {
+		t.Fatalf("slow viewers closed: %v, want 1", v)
+	}
+}
+
+func tinyReceiveBuffer(_, _ string, rc syscall.RawConn) error {
+	var serr error
+	err := rc.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 2048)
+	})
+	return errors.Join(err, serr)
+}
+
+// smallBuffers gives accepted sockets a small send buffer.
+type smallBuffers struct{ net.Listener }
+
+func withSmallBuffers(ln net.Listener) net.Listener { return smallBuffers{ln} }
+
+func (l smallBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(4096)
+	}
+	return c, err
+}
+
+func TestRefusalsAndUnsubscribe(t *testing.T) {
+	e := newEnv(t)
+	n := startNode(t, e.rdb, e.svc, Config{MaxViewers: 2, CheckOrigin: func(o string) bool { return o != "https://evil.example" }}, nodeOpts{})
+	a := createAuction(t, e.svc, false)
+
+	refused(t, n.url(a.ID+1000), nil, http.StatusNotFound, "auction_not_found")
+	refused(t, n.url(a.ID), http.Header{"Origin": {"https://evil.example"}}, http.StatusForbidden, "origin_not_allowed")
+	if r := n.rooms(); r != 0 {
+		t.Fatalf("%d rooms after refusals", r)
+	}
+	resp, err := http.Get("http://" + n.addr + "/ws/auctions/" + itoa(a.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkProblem(t, resp, http.StatusUpgradeRequired, "upgrade_required")
+
+	c1, c2 := dial(t, n, a.ID), dial(t, n, a.ID)
+	c1.next(t, 5*time.Second)
+	c2.next(t, 5*time.Second)
+	resp = refused(t, n.url(a.ID), nil, http.StatusServiceUnavailable, "too_many_viewers")
+	if resp.Header.Get("Retry-After") == "" {
+		t.Fatal("503 without Retry-After")
+	}
+	if s, v := value(t, n.hub.metrics.subscriptions), value(t, n.hub.metrics.viewers); s != 1 || v != 2 {
+		t.Fatalf("subscriptions %v, viewers %v; want 1 and 2", s, v)
+	}
+
+	c1.leave(t)
+	if s := value(t, n.hub.metrics.subscriptions); s != 1 {
+		t.Fatalf("subscriptions %v with one viewer left", s)
+	}
+	c2.leave(t)
+	if s, v, r := value(t, n.hub.metrics.subscriptions), value(t, n.hub.metrics.viewers), n.rooms(); s != 0 || v != 0 || r != 0 {
+		t.Fatalf("after the last viewer left: subscriptions %v, viewers %v, rooms %d", s, v, r)
+	}
+	// The slots were given back.
+	dial(t, n, a.ID).next(t, 5*time.Second)
+}
+
+func TestFirstUpdateAtOnceClosedNotCoalescedAway(t *testing.T) {
+	e := newEnv(t)
+	const interval = 2 * time.Second
+	n := startNode(t, e.rdb, e.svc, Config{Interval: interval}, nodeOpts{})
+	a := createAuction(t, e.svc, false)
+	c := dial(t, n, a.ID)
+	c.next(t, 5*time.Second)
+
+	// After a quiet period the first update goes out at once.
+	began := time.Now()
+	mustBid(t, e.svc, a.ID, 3, 150)
+	if m := c.next(t, interval/2); m.Seq != 1 || m.CurrentPrice != "150.00" {
+		t.Fatalf("first update %+v", m)
+	}
+	sent := time.Now()
+	if d := sent.Sub(began); d > interval/2 {
+		t.Fatalf("first update took %v", d)
+	}
+	// The CLOSED state right after it waits for the interval but arrives.
+	mustBid(t, e.svc, a.ID, 4, 160)
+	u := publishClosed(t, e.rdb, e.svc, a.ID)
+	m := c.next(t, interval+3*time.Second)
+	if m.Type != typeClosed || m.Seq != u.Seq || leader(m) != 4 || m.CurrentPrice != "160.00" {
+		t.Fatalf("closed %+v", m)
+	}
+	if d := time.Since(sent); d < interval-50*time.Millisecond {
+		t.Fatalf("closed came %v after the previous message, inside the interval", d)
+	}
+	c.closed(t, websocket.CloseNormalClosure, 5*time.Second)
+}
+
+// closedSnapshot answers every auction as closed.
+type closedSnapshot struct{}
+
+func (closedSnapshot) Auction(_ context.Context, id int64) (bidgate.Auction, error) {
+	return bidgate.Auction{ID: id, Status: bidgate.StatusClosed, LeaderID: 9, BidCount: 4, EndTime: time.Now()}, nil
+}
+
+func TestClosedAuctionSnapshotThenClose(t *testing.T) {
+	n := startNode(t, newEnv(t).rdb, closedSnapshot{}, Config{}, nodeOpts{})
+	c := dial(t, n, 42)
+	if m := c.next(t, 5*time.Second); m.Type != typeClosed || m.Seq != 4 || leader(m) != 9 {
+		t.Fatalf("first message %+v", m)
+	}
+	c.closed(t, websocket.CloseNormalClosure, 5*time.Second)
+}
+
+func TestViewerThatDoesNotPongIsDropped(t *testing.T) {
+	e := newEnv(t)
+	n := startNode(t, e.rdb, e.svc, Config{PingInterval: 100 * time.Millisecond}, nodeOpts{})
+	a := createAuction(t, e.svc, false)
+	conn := rawViewer(t, n, a.ID)
+	// Reading (the snapshot, the pings) but never answering a ping.
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.Copy(io.Discard, conn); err != nil {
+		t.Fatalf("the server did not drop a viewer that never pongs: %v", err)
+	}
+	if r := n.rooms(); r != 0 {
+		t.Fatalf("%d rooms after the only viewer was dropped", r)
+	}
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+func TestEndedAuctionClosesWithoutAnnouncement(t *testing.T) {
+	e := newEnv(t)
+	n := startNode(t, e.rdb, e.svc, Config{}, nodeOpts{tune: func(h *Hub) { h.endGrace = 200 * time.Millisecond }})
+	a, err := e.svc.CreateAuction(bg, bidgate.NewAuction{SellerID: 7, Title: "short lot", StartPrice: decimal.NewFromInt(100),
+		MinIncrement: decimal.NewFromInt(1), EndTime: time.Now().Add(time.Second), ExtendBy: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, n, a.ID)
+	c.next(t, 5*time.Second)
+	mustBid(t, e.svc, a.ID, 5, 120)
+	c.until(t, 1, 5*time.Second)
+
+	// The closer settles the auction but its CLOSED announcement is lost.
+	pgtest.WaitForEnd(t, e.db, a.ID)
+	if _, err := e.db.Exec(bg, `UPDATE auction SET status = 'CLOSED', closed_at = clock_timestamp() WHERE id = $1`, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if m := c.next(t, 10*time.Second); m.Type != typeClosed || leader(m) != 5 || m.CurrentPrice != "120.00" {
+		t.Fatalf("closed %+v", m)
+	}
+	c.closed(t, websocket.CloseNormalClosure, 5*time.Second)
+}
+
+func TestResubscribesAfterRedisReconnect(t *testing.T) {
+	e := newEnv(t)
+	// The hub's own client, named so that the test can find its pub/sub
+	// connection and kill only that.
+	name := "fanout-test-" + uuid.NewString()
+	rdb := redis.NewClient(&redis.Options{Addr: e.rdb.Options().Addr, ClientName: name})
+	t.Cleanup(func() { rdb.Close() }) // after the node's cleanup
+	n := startNode(t, rdb, e.svc, Config{}, nodeOpts{})
+	a := createAuction(t, e.svc, true)
+	c := dial(t, n, a.ID)
+	c.next(t, 5*time.Second)
+	mustBid(t, e.svc, a.ID, 1, 110)
+	c.until(t, 1, 5*time.Second)
+
+	if killed := killClient(t, e.rdb, name); killed != 1 {
+		t.Fatalf("killed %d connections named %s", killed, name)
+	}
+	// Bids right after the kill are published while the node is
+	// reconnecting; the refresh after the resubscription brings them.
+	mustBid(t, e.svc, a.ID, 2, 120)
+	last := mustBid(t, e.svc, a.ID, 3, 130)
+	got := c.until(t, last.Seq, 15*time.Second)
+	if m := got[len(got)-1]; m.CurrentPrice != "130.00" || leader(m) != 3 {
+		t.Fatalf("after the reconnect %+v", m)
+	}
+}
+
+// killClient kills the connections of the named client and says how many.
+func killClient(tb testing.TB, rdb *redis.Client, name string) int64 {
+	tb.Helper()
+	list, err := rdb.ClientList(bg).Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var killed int64
+	for _, line := range strings.Split(list, "\n") {
+		if !strings.Contains(line, " name="+name+" ") {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if id, ok := strings.CutPrefix(f, "id="); ok {
+				k, err := rdb.ClientKillByFilter(bg, "ID", id).Result()
+				if err != nil {
+					tb.Fatal(err)
+				}
+				killed += k
+			}
+		}
+	}
+	return killed
+}

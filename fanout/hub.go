@@ -1,0 +1,346 @@
+// Package fanout pushes auctions' live state to WebSocket viewers.
+//
+// Every node keeps one Redis pub/sub connection, subscribed to the updates
+// channel of each auction it has viewers of (bidgate.UpdatesChannel), so
+// that a viewer may connect to any node whoever decides the bids. States
+// published on a channel are coalesced per auction: only the newest is kept
+// and it is sent at most once per Config.Interval, encoded once for all the
+// auction's viewers. A viewer gets a snapshot, then updates with a rising
+// seq, then the CLOSED state, and the server closes the socket normally.
+package fanout
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/fasthttp/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/valyala/fasthttp"
+
+	"bidgate"
+)
+
+// Config tunes a Hub. Zero values take the defaults.
+type Config struct {
+	Interval     time.Duration // at most one message per auction per Interval; default 150ms
+	MaxViewers   int           // per node; beyond it a connect is answered 503; default 20000
+	PingInterval time.Duration // default 20s; a viewer that does not pong within 2*PingInterval is dropped
+	WriteTimeout time.Duration // per message write; default 5s
+	SlowTimeout  time.Duration // a viewer whose queue keeps overflowing this long is closed; default 5s
+	// CheckOrigin gets the request's Origin header ("" when the client sent
+	// none) and says whether it may connect; nil allows every origin.
+	CheckOrigin func(origin string) bool
+	Log         *slog.Logger // default slog.Default()
+}
+
+func (c *Config) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.Interval, 150*time.Millisecond)
+	def(&c.PingInterval, 20*time.Second)
+	def(&c.WriteTimeout, 5*time.Second)
+	def(&c.SlowTimeout, 5*time.Second)
+	if c.MaxViewers <= 0 {
+		c.MaxViewers = 20000
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+}
+
+// Snapshotter gives the current state of an auction (the shard's Auction
+// method fits). An unknown auction is an error wrapping
+// bidgate.ErrAuctionNotFound.
+type Snapshotter interface {
+	Auction(ctx context.Context, id int64) (bidgate.Auction, error)
+}
+
+const (
+	// joinTimeout bounds the work before an upgrade (the subscription's
+	// confirmation, the snapshot) and each snapshot read after it.
+	joinTimeout = 5 * time.Second
+	// pubsubBuffer is how many Redis messages may wait for the dispatcher.
+	pubsubBuffer = 4096
+	// resyncParallel bounds the snapshot reads after a Redis reconnect,
+	// when every room asks at once.
+	resyncParallel = 8
+)
+
+var (
+	errStopped = errors.New("fanout: hub stopped")
+	errFull    = errors.New("fanout: too many viewers")
+)
+
+// Hub is one node's fan-out: its Redis subscription, its rooms (one per
+// auction with viewers here) and its viewers.
+type Hub struct {
+	snap     Snapshotter
+	cfg      Config
+	metrics  *metrics
+	log      *slog.Logger
+	ps       *redis.PubSub
+	upgrader websocket.FastHTTPUpgrader
+	resync   chan struct{} // semaphore of resyncParallel
+	endGrace time.Duration // see defaultEndGrace; tests shorten it
+
+	// subMu serializes the decision to (un)subscribe a channel with the
+	// SUBSCRIBE or UNSUBSCRIBE itself, so that Redis sees them in the order
+	// they were decided in. It is held for a command's network write, so
+	// the dispatcher never takes it.
+	subMu sync.Mutex
+
+	mu       sync.Mutex
+	rooms    map[string]*room // by channel
+	reserved int              // viewer slots taken, handshakes included
+	stopped  bool
+	stopping chan struct{} // closed when Run ends
+	leases   sync.WaitGroup
+}
+
+// New returns a Hub that reads auctions from snap and subscribes on rdb,
+// with its metrics on reg (nil: not registered). Run must run for viewers
+// to be served.
+func New(rdb redis.UniversalClient, snap Snapshotter, cfg Config, reg prometheus.Registerer) *Hub {
+	cfg.setDefaults()
+	h := &Hub{snap: snap, cfg: cfg, metrics: newMetrics(reg), log: cfg.Log,
+		// Without channels Subscribe makes no connection yet: the first
+		// viewer's SUBSCRIBE opens it.
+		ps:       rdb.Subscribe(context.Background()),
+		resync:   make(chan struct{}, resyncParallel),
+		endGrace: defaultEndGrace,
+		rooms:    make(map[string]*room),
+		stopping: make(chan struct{}),
+	}
+	h.upgrader = websocket.FastHTTPUpgrader{
+		// Viewers send nothing but control frames, and data frames are
+		// written prepared (without the connection's buffer): small buffers
+		// keep 10,000 connections cheap.
+		ReadBufferSize:  256,
+		WriteBufferSize: 256,
+		WriteBufferPool: &sync.Pool{},
+		CheckOrigin:     func(*fasthttp.RequestCtx) bool { return true }, // ServeWS checked it
+		Error: func(ctx *fasthttp.RequestCtx, status int, reason error) {
+			writeProblem(ctx, status, "invalid_handshake", reason.Error(), 0)
+		},
+	}
+	return h
+}
+
+// Run reads the node's shared Redis pub/sub connection and hands each
+// auction's states to its room, until ctx ends. Then it closes every viewer
+// (close code 1001), closes the connection and returns nil once the viewers
+// are gone. Run is called once per Hub.
+func (h *Hub) Run(ctx context.Context) error {
+	msgs := h.ps.ChannelWithSubscriptions(redis.WithChannelSize(pubsubBuffer))
+	defer h.stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case msg, ok := <-msgs:
+			if !ok {
+				return errors.New("fanout: the Redis pub/sub connection was closed")
+			}
+			h.dispatch(msg)
+		}
+	}
+}
+
+func (h *Hub) stop() {
+	h.mu.Lock()
+	if h.stopped {
+		h.mu.Unlock()
+		return
+	}
+	h.stopped = true
+	close(h.stopping)
+	rooms := make([]*room, 0, len(h.rooms))
+	for _, r := range h.rooms {
+		rooms = append(rooms, r)
+	}
+	h.mu.Unlock()
+	for _, r := range rooms {
+		r.signalAll(evStop)
+	}
+	_ = h.ps.Close()
+	h.leases.Wait()
+}
+
+func (h *Hub) isStopping() bool {
+	select {
+	case <-h.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+// dispatch never blocks on I/O: one slow step here would delay every
+// auction of the node.
+func (h *Hub) dispatch(msg any) {
+	switch m := msg.(type) {
+	case *redis.Subscription:
+		if m.Kind != "subscribe" {
+			return
+		}
+		r := h.room(m.Channel)
+		if r == nil {
+			return
+		}
+		if r.confirm() {
+			// Its joiners may all have given up while Redis was confirming.
+			go h.dropIfIdle(r)
+		} else {
+			// go-redis resubscribed after a reconnect: states published
+			// meanwhile were lost, so read the current one.
+			go h.refresh(r)
+		}
+	case *redis.Message:
+		r := h.room(m.Channel)
+		if r == nil {
+			return // published before our UNSUBSCRIBE took effect
+		}
+		var u bidgate.StateUpdate
+		if err := json.Unmarshal([]byte(m.Payload), &u); err != nil || u.AuctionID != r.id {
+			h.log.Warn("fanout: ignore malformed state", "channel", m.Channel, "err", err)
+			return
+		}
+		r.update(u)
+	}
+}
+
+func (h *Hub) room(channel string) *room {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rooms[channel]
+}
+
+// refresh reads an auction's current state into its room.
+func (h *Hub) refresh(r *room) {
+	h.resync <- struct{}{}
+	defer func() { <-h.resync }()
+	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
+	defer cancel()
+	a, err := h.snap.Auction(ctx, r.id)
+	if err != nil {
+		h.log.Warn("fanout: refresh after a Redis reconnect", "auction", r.id, "err", err)
+		return
+	}
+	r.observe(bidgate.NewStateUpdate(a), false)
+}
+
+// join returns the auction's room once its subscription is active in Redis,
+// so that a snapshot read afterwards misses no later state. Every join is
+// paired with a leave.
+func (h *Hub) join(ctx context.Context, id int64) (*room, error) {
+	channel := bidgate.UpdatesChannel(id)
+	h.subMu.Lock()
+	h.mu.Lock()
+	r := h.rooms[channel]
+	fresh := r == nil
+	if fresh {
+		r = newRoom(h, id)
+		h.rooms[channel] = r
+	}
+	h.mu.Unlock()
+	r.refs++
+	if fresh {
+		if err := h.ps.Subscribe(ctx, channel); err != nil {
+			r.refs--
+			h.mu.Lock()
+			delete(h.rooms, channel)
+			h.mu.Unlock()
+			// go-redis remembers the channel even when SUBSCRIBE failed and
+			// would subscribe it again on its next reconnect.
+			_ = h.ps.Unsubscribe(context.WithoutCancel(ctx), channel)
+			h.subMu.Unlock()
+			return nil, fmt.Errorf("subscribe to %s: %w", channel, err)
+		}
+		h.metrics.subscriptions.Inc()
+	}
+	h.subMu.Unlock()
+
+	select {
+	case <-r.ready:
+		return r, nil
+	case <-ctx.Done():
+		h.leave(r)
+		return nil, fmt.Errorf("wait for the subscription to %s: %w", channel, context.Cause(ctx))
+	case <-h.stopping:
+		h.leave(r)
+		return nil, errStopped
+	}
+}
+
+// leave undoes a join; the last viewer to leave unsubscribes. A room whose
+// SUBSCRIBE is not confirmed yet stays until it is (dropIfIdle), so that a
+// new room of the same channel never takes an old confirmation for its own.
+func (h *Hub) leave(r *room) {
+	h.subMu.Lock()
+	defer h.subMu.Unlock()
+	r.refs--
+	if r.refs == 0 && r.isReady() {
+		h.drop(r)
+	}
+}
+
+func (h *Hub) dropIfIdle(r *room) {
+	h.subMu.Lock()
+	defer h.subMu.Unlock()
+	if r.refs == 0 {
+		h.drop(r)
+	}
+}
+
+// drop removes an idle room and unsubscribes its channel; subMu is held.
+func (h *Hub) drop(r *room) {
+	h.mu.Lock()
+	if h.rooms[r.channel] != r {
+		h.mu.Unlock()
+		return
+	}
+	delete(h.rooms, r.channel)
+	stopped := h.stopped
+	h.mu.Unlock()
+	r.stop()
+	h.metrics.subscriptions.Dec()
+	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
+	defer cancel()
+	// On failure go-redis has forgotten the channel all the same, and its
+	// reconnect does not subscribe it again; messages of a channel without
+	// a room are ignored meanwhile.
+	if err := h.ps.Unsubscribe(ctx, r.channel); err != nil && !stopped && !errors.Is(err, redis.ErrClosed) {
+		h.log.Warn("fanout: unsubscribe", "channel", r.channel, "err", err)
+	}
+}
+
+// reserve takes a viewer slot; Run waits for every slot to be given back.
+func (h *Hub) reserve() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return errStopped
+	}
+	if h.reserved >= h.cfg.MaxViewers {
+		return errFull
+	}
+	h.reserved++
+	h.leases.Add(1)
+	return nil
+}
+
+func (h *Hub) unreserve() {
+	h.mu.Lock()
+	h.reserved--
+	h.mu.Unlock()
+	h.leases.Done()
+}
