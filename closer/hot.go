@@ -178,7 +178,7 @@ func parseOutcome(v []any) (redisOutcome, error) {
 	if len(v) == 0 {
 		return redisOutcome{}, errors.New("empty script result")
 	}
-	kind, err := asInt(v[0])
+	kind, err := persist.IntReply(v[0])
 	if err != nil {
 		return redisOutcome{}, err
 	}
@@ -188,10 +188,10 @@ func parseOutcome(v []any) (redisOutcome, error) {
 		o.kind = stateMissing
 	case kind == 2 && len(v) == 2:
 		o.kind = stateRunning
-		o.endUs, err = asInt(v[1])
+		o.endUs, err = persist.IntReply(v[1])
 	case kind == 1 && len(v) == 5:
 		o.kind = stateClosed
-		if o.price, err = asInt(v[1]); err != nil {
+		if o.price, err = persist.IntReply(v[1]); err != nil {
 			return o, err
 		}
 		if leader, _ := v[2].(string); leader != "" {
@@ -201,22 +201,12 @@ func parseOutcome(v []any) (redisOutcome, error) {
 			}
 			o.leader = &n
 		}
-		if o.seq, err = asInt(v[3]); err != nil {
+		if o.seq, err = persist.IntReply(v[3]); err != nil {
 			return o, err
 		}
-		o.endUs, err = asInt(v[4])
+		o.endUs, err = persist.IntReply(v[4])
 	default:
 		return o, fmt.Errorf("bad script result %v", v)
 	}
 	return o, err
-}
-
-func asInt(v any) (int64, error) {
-	switch n := v.(type) {
-	case int64:
-		return n, nil
-	case string:
-		return strconv.ParseInt(n, 10, 64)
-	}
-	return 0, fmt.Errorf("not an integer: %v", v)
 }

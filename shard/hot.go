@@ -129,13 +129,13 @@ func parseSummary(v any) (hotSummary, error) {
 	var s hotSummary
 	var err error
 	for i, dst := range []*int64{&s.price, &s.inc, &s.endUs} {
-		if *dst, err = asInt(a[i]); err != nil {
+		if *dst, err = persist.IntReply(a[i]); err != nil {
 			return s, err
 		}
 	}
 	status, _ := a[3].(string)
 	s.status = bidgate.Status(status)
-	if s.seq, err = asInt(a[4]); err != nil {
+	if s.seq, err = persist.IntReply(a[4]); err != nil {
 		return s, err
 	}
 	if leader, _ := a[5].(string); leader != "" {
@@ -153,7 +153,7 @@ func parseResult(v any, r bidgate.BidRequest) (hotOutcome, error) {
 	}
 	nums := make([]int64, len(a))
 	for i := range a {
-		n, err := asInt(a[i])
+		n, err := persist.IntReply(a[i])
 		if err != nil {
 			return hotOutcome{}, err
 		}
@@ -173,16 +173,6 @@ func parseResult(v any, r bidgate.BidRequest) (hotOutcome, error) {
 		return hotOutcome{err: bidgate.ErrAuctionClosed}, nil
 	}
 	return hotOutcome{}, fmt.Errorf("bad result %v", v)
-}
-
-func asInt(v any) (int64, error) {
-	switch n := v.(type) {
-	case int64:
-		return n, nil
-	case string:
-		return strconv.ParseInt(n, 10, 64)
-	}
-	return 0, fmt.Errorf("not an integer: %v", v)
 }
 
 // load copies a hot auction from PostgreSQL into Redis unless Redis already
