@@ -19,6 +19,9 @@ type StateUpdate struct {
 	Status       Status `json:"status"`
 	BidCount     int64  `json:"bidCount"`
 	Seq          int64  `json:"seq"`
+	// UpdatedAt is when the store that serializes the auction made this
+	// state (the newest bid's acceptance), for measuring delivery lag.
+	UpdatedAt string `json:"updatedAt,omitempty"`
 }
 
 // NewStateUpdate builds the update for an auction's state.
