@@ -70,14 +70,18 @@ func main() {
 func parse(scenario string, args []string) (func(context.Context) int, error) {
 	fs := flag.NewFlagSet("bidbench "+scenario, flag.ContinueOnError)
 	opt := bench.DefaultOptions()
-	fs.StringVar(&opt.Targets, "targets", opt.Targets, "bidgate node base URLs, comma-separated (loopback only), e.g. http://127.0.0.1:8080,http://127.0.0.1:8081")
+	if scenario != "limits" {
+		fs.StringVar(&opt.Targets, "targets", opt.Targets, "bidgate node base URLs, comma-separated (loopback only), e.g. http://127.0.0.1:8080,http://127.0.0.1:8081")
+	}
 	fs.StringVar(&opt.PostgresURL, "postgres-url", opt.PostgresURL, "PostgreSQL of bidgate (loopback or Unix socket): bulk creation, the audit, the limits")
 	fs.StringVar(&opt.RedisAddrs, "redis-addrs", opt.RedisAddrs, "Redis of bidgate (loopback), comma-separated for a Redis Cluster")
 	fs.StringVar(&opt.RedisPassword, "redis-password", "", "Redis password")
-	fs.IntVar(&opt.Loader.Workers, "workers", opt.Loader.Workers, "requests in flight at most (worker pool; connections per node)")
-	fs.IntVar(&opt.Loader.Queue, "queue", opt.Loader.Queue, "scheduled requests that may wait for a worker (the wait counts in latency)")
-	fs.DurationVar(&opt.Loader.Timeout, "timeout", opt.Loader.Timeout, "client timeout of a request (past it: a transport error)")
-	fs.DurationVar(&opt.DrainTimeout, "drain-timeout", opt.DrainTimeout, "how long the audit waits for the pipeline (hot bids in PostgreSQL, ended auctions CLOSED)")
+	if scenario != "limits" {
+		fs.IntVar(&opt.Loader.Workers, "workers", opt.Loader.Workers, "requests in flight at most (worker pool; connections per node)")
+		fs.IntVar(&opt.Loader.Queue, "queue", opt.Loader.Queue, "scheduled requests that may wait for a worker (the wait counts in latency)")
+		fs.DurationVar(&opt.Loader.Timeout, "timeout", opt.Loader.Timeout, "client timeout of a request (past it: a transport error)")
+		fs.DurationVar(&opt.DrainTimeout, "drain-timeout", opt.DrainTimeout, "how long the audit waits for the pipeline (hot bids in PostgreSQL, ended auctions CLOSED)")
+	}
 	fs.DurationVar(&opt.LimitsDuration, "limits-duration", opt.LimitsDuration, "how long each store limit is measured")
 	if scenario != "limits" && scenario != "close-burst" {
 		fs.BoolVar(&opt.Limits, "limits", true, "also measure the stores' own limits after the scenario and print bidgate's rate as a fraction of each")
@@ -139,7 +143,7 @@ func parse(scenario string, args []string) (func(context.Context) int, error) {
 		fs.IntVar(&c.Bidders, "bidders", 0, "distinct bidder ids (default max(20000, auctions))")
 		run = func(ctx context.Context, e *bench.Env) (*bench.Result, error) { return e.CloseBurstRun(ctx, c) }
 	case "limits":
-		opt.Limits = true
+		opt.Limits, opt.SkipReady = true, true
 		run = func(ctx context.Context, e *bench.Env) (*bench.Result, error) { return e.LimitsRun(ctx) }
 	}
 	fs.Usage = func() {

@@ -1,0 +1,170 @@
+// Package bench is bidgate's load-test harness: open-loop scenarios against
+// running nodes (flash sale, hot and cold ceilings, a burst of closings),
+// latency histograms, the stores' own limits measured in the same run, an
+// audit of the design's invariants over the recorded answers and the rows
+// in PostgreSQL and Redis, and text, JSON and HTML reports.
+//
+// cmd/bidbench is the command line; everything else is here.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+)
+
+// Options are the settings every scenario shares.
+type Options struct {
+	Targets       string // comma-separated node base URLs, loopback only
+	PostgresURL   string
+	RedisAddrs    string // comma-separated; several mean a Redis Cluster
+	RedisPassword string
+
+	Loader       LoaderConfig
+	DrainTimeout time.Duration // bound on waiting for the pipeline before the audit
+
+	Limits         bool          // measure the stores' own limits after the scenario
+	LimitsDuration time.Duration // per limit
+
+	// SkipReady skips the GET /readyz of every target (the limits alone
+	// do not load bidgate).
+	SkipReady bool
+
+	Seed     uint64    // 0: random
+	Progress bool      // draw a progress bar on Stderr
+	Stderr   io.Writer // progress and notes
+}
+
+// DefaultOptions are the command line's defaults.
+func DefaultOptions() Options {
+	return Options{
+		Targets:        "http://127.0.0.1:8080",
+		PostgresURL:    "postgres://postgres@127.0.0.1:5432/bidgate?sslmode=disable",
+		RedisAddrs:     "127.0.0.1:6379",
+		Loader:         LoaderConfig{Workers: 512, Queue: 65536, Timeout: 10 * time.Second},
+		DrainTimeout:   60 * time.Second,
+		Limits:         true,
+		LimitsDuration: 3 * time.Second,
+		Stderr:         io.Discard,
+	}
+}
+
+// Env is a connected harness: the targets, the stores and the run's
+// randomness.
+type Env struct {
+	opt     Options
+	targets []Target
+	db      *pgxpool.Pool
+	rdb     redis.UniversalClient
+	api     *api
+	seed    uint64
+	streams atomic.Uint64 // rng streams handed out
+	bidders bidders
+}
+
+// NewEnv checks that every address is on loopback, connects to PostgreSQL
+// and Redis, and checks that every target is ready.
+func NewEnv(ctx context.Context, opt Options) (*Env, error) {
+	if opt.Stderr == nil {
+		opt.Stderr = io.Discard
+	}
+	targets, err := ParseTargets(ctx, opt.Targets)
+	if err != nil {
+		return nil, err
+	}
+	addrs := strings.Split(opt.RedisAddrs, ",")
+	for _, a := range addrs {
+		if err := CheckLoopback(ctx, "--redis-addrs", strings.TrimSpace(a)); err != nil {
+			return nil, err
+		}
+	}
+	if err := CheckPostgresLoopback(ctx, opt.PostgresURL); err != nil {
+		return nil, err
+	}
+	e := &Env{opt: opt, targets: targets, seed: opt.Seed}
+	if e.seed == 0 {
+		e.seed = rand.Uint64()
+	}
+	cfg, err := pgxpool.ParseConfig(opt.PostgresURL)
+	if err != nil {
+		return nil, fmt.Errorf("--postgres-url: %w", err)
+	}
+	cfg.MaxConns = 8
+	if e.db, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("PostgreSQL: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := e.db.Ping(pctx); err != nil {
+		e.db.Close()
+		return nil, fmt.Errorf("reach PostgreSQL (%s): %w", opt.PostgresURL, err)
+	}
+	for i := range addrs {
+		addrs[i] = strings.TrimSpace(addrs[i])
+	}
+	e.rdb = redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs, Password: opt.RedisPassword, PoolSize: 128})
+	if err := e.rdb.Ping(pctx).Err(); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("reach Redis (%s): %w", opt.RedisAddrs, err)
+	}
+	e.api = newAPI(targets, 128)
+	if !opt.SkipReady {
+		if err := e.api.ready(); err != nil {
+			e.Close()
+			return nil, err
+		}
+	}
+	// Bidder ids start at a random point so that runs do not share token
+	// buckets.
+	e.bidders.base = 1_000_000 + int64(e.rng().Uint64()%1_000_000_000)*100
+	return e, nil
+}
+
+// Close releases the connections.
+func (e *Env) Close() {
+	if e.api != nil {
+		e.api.close()
+	}
+	if e.rdb != nil {
+		e.rdb.Close()
+	}
+	if e.db != nil {
+		e.db.Close()
+	}
+}
+
+// Targets are the nodes under load.
+func (e *Env) Targets() []Target { return e.targets }
+
+// rng returns a new random stream of the run (one per goroutine).
+func (e *Env) rng() *rand.Rand {
+	return rand.New(rand.NewPCG(e.seed, e.streams.Add(1)))
+}
+
+func (e *Env) loader(ctx context.Context, rec *Recorder) *Loader {
+	return NewLoader(ctx, e.targets, e.opt.Loader, rec)
+}
+
+func (e *Env) notef(format string, args ...any) {
+	fmt.Fprintf(e.opt.Stderr, "bidbench: "+format+"\n", args...)
+}
+
+// bidders hands out bidder ids round-robin from a pool, so that every
+// bidder bids at the same low rate and the per-bidder token bucket is not
+// what the run measures.
+type bidders struct {
+	base int64
+	n    int64
+	next atomic.Int64
+}
+
+func (b *bidders) reset(n int) { b.n = int64(max(1, n)) }
+
+func (b *bidders) id() int64 { return b.base + (b.next.Add(1)-1)%b.n + 1 }

@@ -1,0 +1,238 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"bidgate"
+	"bidgate/shard"
+)
+
+// Limit is one store ceiling: bidgate's own serialization statement called
+// straight from Go, with no HTTP, cache, rate limit or pipeline.
+type Limit struct {
+	Name           string  `json:"name"`
+	Store          string  `json:"store"` // redis or postgres
+	Callers        int     `json:"callers"`
+	Batch          int     `json:"batch"`    // bids per call
+	Auctions       int     `json:"auctions"` // scratch auctions the callers share
+	Seconds        float64 `json:"seconds"`
+	Calls          int64   `json:"calls"`
+	Decided        int64   `json:"decided"`
+	Accepted       int64   `json:"accepted"`
+	DecidedPerSec  float64 `json:"decidedPerSecond"`
+	AcceptedPerSec float64 `json:"acceptedPerSecond"`
+	Err            string  `json:"error,omitempty"`
+}
+
+// Rate is a bidgate rate to put against the limits: 201s per second, and
+// decisions (201 + 409) per second.
+type Rate struct {
+	What     string  `json:"what"`
+	Accepted float64 `json:"acceptedPerSecond"`
+	Decided  float64 `json:"decidedPerSecond"`
+}
+
+// Ratio is a bidgate rate as a fraction of a limit: accepted over the
+// limit's accepted, decided over the limit's decided (the sequential limits
+// accept every bid they decide; concurrent callers, like concurrent
+// clients of bidgate, see some bids overtaken and refused as too low).
+type Ratio struct {
+	Rate
+	Limit            string  `json:"limit"`
+	LimitAccepted    float64 `json:"limitAcceptedPerSecond"`
+	LimitDecided     float64 `json:"limitDecidedPerSecond"`
+	AcceptedFraction float64 `json:"acceptedFraction"`
+	DecidedFraction  float64 `json:"decidedFraction"`
+}
+
+// measureLimits runs every limit for dur each, one after the other.
+func (e *Env) measureLimits(ctx context.Context, dur time.Duration) []Limit {
+	return []Limit{
+		e.redisLimit(ctx, 1, 1, dur),
+		e.redisLimit(ctx, 64, 1, dur),
+		e.redisLimit(ctx, 1, 100, dur),
+		e.pgLimit(ctx, 1, 1, dur),
+		e.pgLimit(ctx, 16, 1, dur),
+		e.pgLimit(ctx, 16, 16, dur),
+	}
+}
+
+func (l *Limit) finish(elapsed time.Duration, err error) Limit {
+	l.Seconds = elapsed.Seconds()
+	if l.Seconds > 0 {
+		l.DecidedPerSec = float64(l.Decided) / l.Seconds
+		l.AcceptedPerSec = float64(l.Accepted) / l.Seconds
+	}
+	if err != nil {
+		l.Err = err.Error()
+	}
+	return *l
+}
+
+// redisLimit calls shard.BidBatchScript on a scratch hot auction (a
+// negative id, which no real auction has; its keys are deleted after) from
+// callers goroutines, batch bids per call, for dur.
+func (e *Env) redisLimit(ctx context.Context, callers, batch int, dur time.Duration) Limit {
+	l := Limit{Store: "redis", Callers: callers, Batch: batch, Auctions: 1,
+		Name: fmt.Sprintf("Redis bid script, %d caller(s), %d bid(s)/call", callers, batch)}
+	id := -int64(1 + e.rng().Uint64()%(1<<40))
+	keys := shard.HotScriptKeys(id)
+	defer e.rdb.Del(context.WithoutCancel(ctx), keys...)
+	now, err := e.rdb.Time(ctx).Result()
+	if err != nil {
+		return l.finish(0, err)
+	}
+	// The state bid_batch.lua reads: price 1000.00, increment 1.00, open for
+	// an hour, no anti-sniping.
+	err = e.rdb.HSet(ctx, keys[0], "price", 100000, "inc", 100, "end_us", now.Add(time.Hour).UnixMicro(),
+		"status", "OPEN", "window_us", 0, "by_us", 1_000_000, "seq", 0).Err()
+	if err != nil {
+		return l.finish(0, err)
+	}
+	script := redis.NewScript(shard.BidBatchScript())
+	var (
+		next                     atomic.Int64
+		calls, decided, accepted atomic.Int64
+		wg                       sync.WaitGroup
+		errOnce                  sync.Once
+		firstErr                 error
+	)
+	start := time.Now()
+	deadline := start.Add(dur)
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			args := make([]any, 0, 3*batch)
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				n := next.Add(int64(batch)) - int64(batch)
+				args = args[:0]
+				for k := range int64(batch) {
+					args = append(args, uuid.NewString(), strconv.FormatInt(1+(n+k)%1000, 10), 100000+100*(n+k+1))
+				}
+				v, err := script.Run(ctx, e.rdb, keys, args...).Slice()
+				if err != nil {
+					errOnce.Do(func() { firstErr = err })
+					return
+				}
+				calls.Add(1)
+				for _, r := range v[1:] {
+					decided.Add(1)
+					if res, ok := r.([]any); ok && len(res) > 0 && res[0] == int64(1) {
+						accepted.Add(1)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	l.Calls, l.Decided, l.Accepted = calls.Load(), decided.Load(), accepted.Load()
+	return l.finish(time.Since(start), firstErr)
+}
+
+// pgLimit runs shard.ColdBidSQL on scratch cold auctions (created here,
+// deleted after) from conns connections, for dur.
+func (e *Env) pgLimit(ctx context.Context, conns, auctions int, dur time.Duration) Limit {
+	l := Limit{Store: "postgres", Callers: conns, Batch: 1, Auctions: auctions,
+		Name: fmt.Sprintf("PostgreSQL cold bid statement, %d connection(s), %d auction(s)", conns, auctions)}
+	now, err := e.dbNow(ctx)
+	if err != nil {
+		return l.finish(0, err)
+	}
+	specs, err := e.createSQL(ctx, bulkAuctions{N: auctions, Title: "bidbench limits scratch", StartPrice: "100.00",
+		MinIncrement: "1.00", Late: now.Add(time.Hour), LateSpread: time.Second, ExtendBy: time.Second})
+	if err != nil {
+		return l.finish(0, err)
+	}
+	scratch := ids(specs)
+	defer func() {
+		c := context.WithoutCancel(ctx)
+		_, _ = e.db.Exec(c, `DELETE FROM bid WHERE auction_id = ANY($1)`, scratch)
+		_, _ = e.db.Exec(c, `DELETE FROM auction WHERE id = ANY($1)`, scratch)
+	}()
+	cfg := e.db.Config()
+	cfg.MaxConns, cfg.MinConns = int32(conns), int32(conns)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return l.finish(0, err)
+	}
+	defer pool.Close()
+	// Open every connection (and prepare the statement) before the clock starts.
+	var warm sync.WaitGroup
+	for range conns {
+		warm.Add(1)
+		go func() {
+			defer warm.Done()
+			if c, err := pool.Acquire(ctx); err == nil {
+				time.Sleep(50 * time.Millisecond)
+				c.Release()
+			}
+		}()
+	}
+	warm.Wait()
+
+	counters := make([]atomic.Int64, auctions)
+	var (
+		calls, accepted atomic.Int64
+		wg              sync.WaitGroup
+		errOnce         sync.Once
+		firstErr        error
+	)
+	start := time.Now()
+	deadline := start.Add(dur)
+	for c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := c % auctions
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				k := counters[a].Add(1)
+				amount := bidgate.FromCents(10000 + 100*k)
+				var seq int64
+				var at, end time.Time
+				err := pool.QueryRow(ctx, shard.ColdBidSQL(), scratch[a], 1+k%1000, amount, uuid.New()).Scan(&seq, &at, &end)
+				switch {
+				case err == nil:
+					accepted.Add(1)
+				case errors.Is(err, pgx.ErrNoRows):
+				default:
+					errOnce.Do(func() { firstErr = err })
+					return
+				}
+				calls.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	l.Calls, l.Decided, l.Accepted = calls.Load(), calls.Load(), accepted.Load()
+	return l.finish(time.Since(start), firstErr)
+}
+
+// ratios puts bidgate's hot and cold rates against the limits of the same
+// store (a Rate with no What is left out).
+func ratios(hot, cold Rate, limits []Limit) []Ratio {
+	var out []Ratio
+	for _, l := range limits {
+		r := hot
+		if l.Store == "postgres" {
+			r = cold
+		}
+		if r.What == "" || l.AcceptedPerSec <= 0 || l.DecidedPerSec <= 0 {
+			continue
+		}
+		out = append(out, Ratio{Rate: r, Limit: l.Name, LimitAccepted: l.AcceptedPerSec, LimitDecided: l.DecidedPerSec,
+			AcceptedFraction: r.Accepted / l.AcceptedPerSec, DecidedFraction: r.Decided / l.DecidedPerSec})
+	}
+	return out
+}

@@ -1,0 +1,318 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/valyala/fasthttp"
+)
+
+// Job is one bid request to send at Intended.
+type Job struct {
+	AuctionID int64
+	Key       uuid.UUID
+	BidderID  int64
+	Amount    string // decimal, two places
+	Kind      Kind
+	Step      int
+	Intended  time.Time
+	// ShortTimeout, when positive, replaces the normal client timeout for
+	// this attempt (a deliberate timeout before a retry).
+	ShortTimeout time.Duration
+	// RetryAfter, when positive, sends the same key, bidder and amount again
+	// this long after this attempt ends.
+	RetryAfter time.Duration
+}
+
+// LoaderConfig sizes the worker pool.
+type LoaderConfig struct {
+	Workers int           // requests in flight at most
+	Queue   int           // scheduled requests waiting for a worker at most
+	Timeout time.Duration // normal client timeout
+}
+
+// Loader is an open-loop load generator. Streams schedule jobs at fixed
+// intended times whatever the answers do; a bounded pool of workers sends
+// them, round-robin over the targets. A job that waits for a worker (or for
+// room in the queue) has that wait in its latency, which is measured from
+// the intended time: coordinated omission is avoided.
+type Loader struct {
+	ctx     context.Context
+	cfg     LoaderConfig
+	targets []Target
+	clients []*fasthttp.HostClient
+	rec     *Recorder
+	queue   chan Job
+	next    atomic.Uint64
+
+	outstanding sync.WaitGroup // jobs submitted or scheduled and not yet recorded
+	workers     sync.WaitGroup
+	planned     atomic.Int64
+	dropped     atomic.Int64 // not sent because ctx ended
+	closeOnce   sync.Once
+}
+
+// NewLoader starts the workers. Close stops them.
+func NewLoader(ctx context.Context, targets []Target, cfg LoaderConfig, rec *Recorder) *Loader {
+	if cfg.Workers < 1 {
+		cfg.Workers = 1
+	}
+	if cfg.Queue < 1 {
+		cfg.Queue = 1
+	}
+	l := &Loader{ctx: ctx, cfg: cfg, targets: targets, rec: rec, queue: make(chan Job, cfg.Queue)}
+	for _, t := range targets {
+		l.clients = append(l.clients, newHostClient(t, cfg.Workers))
+	}
+	for range cfg.Workers {
+		l.workers.Add(1)
+		go l.work()
+	}
+	return l
+}
+
+// newHostClient is a pooled keep-alive client of one node. It never retries
+// on its own: a retry is the harness's decision and is recorded.
+func newHostClient(t Target, conns int) *fasthttp.HostClient {
+	return &fasthttp.HostClient{
+		Addr:                      t.Addr,
+		Name:                      "bidbench",
+		MaxConns:                  conns,
+		MaxIdleConnDuration:       10 * time.Second,
+		MaxIdemponentCallAttempts: 1,
+		RetryIfErr:                func(*fasthttp.Request, int, error) (bool, bool) { return false, false },
+		ReadBufferSize:            8192,
+	}
+}
+
+// Planned is how many jobs the running streams will send in all, plus the
+// ones submitted and the retries scheduled so far.
+func (l *Loader) Planned() int64 { return l.planned.Load() }
+
+// Submit queues a job; it blocks while the queue is full (the wait counts
+// in the job's latency). After ctx ends it drops the job.
+func (l *Loader) Submit(j Job) {
+	l.planned.Add(1)
+	l.submit(j)
+}
+
+func (l *Loader) submit(j Job) {
+	l.outstanding.Add(1)
+	l.enqueue(j)
+}
+
+func (l *Loader) enqueue(j Job) {
+	if l.ctx.Err() != nil {
+		l.dropped.Add(1)
+		l.outstanding.Done()
+		return
+	}
+	select {
+	case l.queue <- j:
+	case <-l.ctx.Done():
+		l.dropped.Add(1)
+		l.outstanding.Done()
+	}
+}
+
+// Dropped is how many jobs were not sent because ctx ended.
+func (l *Loader) Dropped() int64 { return l.dropped.Load() }
+
+// Wait blocks until every submitted job and every retry they scheduled has
+// been answered (or dropped because ctx ended).
+func (l *Loader) Wait() { l.outstanding.Wait() }
+
+// Close waits for outstanding jobs, then stops the workers and closes the
+// connections.
+func (l *Loader) Close() {
+	l.closeOnce.Do(func() {
+		l.Wait()
+		close(l.queue)
+		l.workers.Wait()
+		for _, c := range l.clients {
+			c.CloseIdleConnections()
+		}
+	})
+}
+
+// Stream is a fixed-rate schedule: job i is due at Start + i/Rate. Make
+// builds job i (false ends the stream early). A stream that falls behind
+// (a full queue) submits its overdue jobs at once, each with its own
+// intended time.
+type Stream struct {
+	Rate  float64
+	Count int
+	Start time.Time
+	Make  func(i int, at time.Time) (Job, bool)
+}
+
+// Run paces every stream in its own goroutine and returns when all of them
+// have submitted their jobs (not when the answers are in: see Wait).
+func (l *Loader) Run(streams ...Stream) {
+	var wg sync.WaitGroup
+	for _, s := range streams {
+		if s.Rate <= 0 || s.Count <= 0 {
+			continue
+		}
+		l.planned.Add(int64(s.Count))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.pace(s)
+		}()
+	}
+	wg.Wait()
+}
+
+func (l *Loader) pace(s Stream) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for i := range s.Count {
+		at := s.Start.Add(time.Duration(float64(i) * float64(time.Second) / s.Rate))
+		// Waits this short are not slept (a timer per job costs more than it
+		// buys at thousands of jobs a second): the job goes up to 200µs
+		// early, and its latency then counts from when it was sent.
+		if d := time.Until(at); d > 200*time.Microsecond {
+			timer.Reset(d)
+			select {
+			case <-timer.C:
+			case <-l.ctx.Done():
+				return
+			}
+		}
+		if l.ctx.Err() != nil {
+			return
+		}
+		j, ok := s.Make(i, at)
+		if !ok {
+			return
+		}
+		j.Intended = at
+		l.submit(j)
+	}
+}
+
+func (l *Loader) work() {
+	defer l.workers.Done()
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	var body []byte
+	for j := range l.queue {
+		if l.ctx.Err() == nil {
+			body = l.do(req, resp, body, j)
+		} else {
+			l.dropped.Add(1)
+		}
+		l.outstanding.Done()
+	}
+}
+
+// bidAnswer holds the fields of a 201/200 body and of a problem document.
+type bidAnswer struct {
+	Seq        int64     `json:"seq"`
+	AcceptedAt time.Time `json:"acceptedAt"`
+	EndTime    time.Time `json:"endTime"`
+	Code       string    `json:"code"`
+}
+
+func (l *Loader) do(req *fasthttp.Request, resp *fasthttp.Response, body []byte, j Job) []byte {
+	t := int((l.next.Add(1) - 1) % uint64(len(l.clients)))
+	req.Reset()
+	resp.Reset()
+	req.SetRequestURI(l.targets[t].Base + "/auctions/" + strconv.FormatInt(j.AuctionID, 10) + "/bids")
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.Header.SetContentType("application/json")
+	req.Header.Set("Idempotency-Key", j.Key.String())
+	body = append(body[:0], `{"bidderId":`...)
+	body = strconv.AppendInt(body, j.BidderID, 10)
+	body = append(body, `,"amount":"`...)
+	body = append(body, j.Amount...)
+	body = append(body, `"}`...)
+	req.SetBody(body)
+
+	timeout := l.cfg.Timeout
+	if j.ShortTimeout > 0 {
+		timeout = j.ShortTimeout
+	}
+	sent := time.Now()
+	err := l.clients[t].DoTimeout(req, resp, timeout)
+	end := time.Now()
+
+	r := Record{AuctionID: j.AuctionID, Key: j.Key, BidderID: j.BidderID, Amount: j.Amount, Kind: j.Kind,
+		Step: j.Step, Target: t, Intended: j.Intended, Sent: sent, Latency: end.Sub(earliest(j.Intended, sent)),
+		ShortTimeout: j.ShortTimeout > 0}
+	if err != nil {
+		r.Err = err.Error()
+		r.Outcome = Transport
+		if j.ShortTimeout > 0 && isTimeout(err) {
+			r.Outcome = PlannedTimeout
+		}
+	} else {
+		r.Status = resp.StatusCode()
+		r.Outcome = classify(r.Status)
+		var a bidAnswer
+		if json.Unmarshal(resp.Body(), &a) == nil {
+			r.Code = a.Code
+			if r.Status == fasthttp.StatusCreated || r.Status == fasthttp.StatusOK {
+				r.Seq, r.AcceptedAt, r.EndTime = a.Seq, a.AcceptedAt, a.EndTime
+			}
+		}
+	}
+	l.rec.add(r)
+
+	if j.RetryAfter > 0 && l.ctx.Err() == nil {
+		retry := j
+		retry.Kind, retry.ShortTimeout, retry.RetryAfter = KindRetry, 0, 0
+		retry.Intended = end.Add(j.RetryAfter)
+		l.outstanding.Add(1)
+		l.planned.Add(1)
+		time.AfterFunc(j.RetryAfter, func() { l.enqueue(retry) })
+	}
+	return body
+}
+
+// isTimeout reports a client-side timeout, in the request or in dialing a
+// new connection for it (a deliberately short timeout hits either).
+func isTimeout(err error) bool {
+	var ne net.Error
+	switch {
+	case errors.Is(err, fasthttp.ErrTimeout), errors.Is(err, fasthttp.ErrDialTimeout):
+		return true
+	case errors.As(err, &ne) && ne.Timeout():
+		return true
+	}
+	// fasthttp wraps dial errors in text.
+	return strings.Contains(err.Error(), "timed out") || strings.Contains(err.Error(), "i/o timeout")
+}
+
+func classify(status int) Outcome {
+	switch {
+	case status == fasthttp.StatusCreated:
+		return Created
+	case status == fasthttp.StatusOK:
+		return Replayed
+	case status == fasthttp.StatusConflict:
+		return Conflict
+	case status == fasthttp.StatusTooManyRequests:
+		return RateLimited
+	case status >= 500:
+		return ServerError
+	}
+	return OtherStatus
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,143 @@
+package bench
+
+import (
+	"bufio"
+	"compress/gzip"
+	"encoding/json"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Outcome is the class of one request's answer, the unit latencies are
+// reported by.
+type Outcome string
+
+const (
+	Created     Outcome = "201"       // accepted
+	Replayed    Outcome = "200"       // the original bid of a repeated Idempotency-Key
+	Conflict    Outcome = "409"       // too low or closed
+	RateLimited Outcome = "429"       // the bidder's token bucket
+	ServerError Outcome = "5xx"       // 500, 503 unavailable or overloaded
+	OtherStatus Outcome = "other"     // any other status: 400, 404, 422, ...
+	Transport   Outcome = "transport" // no answer: connection error or the normal client timeout
+	// PlannedTimeout is a deliberate short client timeout; the request is
+	// retried with the same key, and the retry tells what happened.
+	PlannedTimeout Outcome = "timeout"
+)
+
+// Outcomes lists every class in report order.
+var Outcomes = []Outcome{Created, Replayed, Conflict, RateLimited, ServerError, OtherStatus, Transport, PlannedTimeout}
+
+// IsError reports the classes that stop a ramp: 5xx and transport errors.
+func (o Outcome) IsError() bool { return o == ServerError || o == Transport }
+
+// Kind says why a request was sent.
+type Kind string
+
+const (
+	KindBid   Kind = "bid"   // a scheduled bid
+	KindRetry Kind = "retry" // the same key, bidder and amount again
+	KindLate  Kind = "late"  // sent after the auction's known end; must be refused
+)
+
+// Record is one request as the harness sent it and saw it answered.
+// Latency runs from Intended (the scheduled send time, whatever kept the
+// request waiting) to the end of the answer.
+type Record struct {
+	AuctionID int64     `json:"auctionId"`
+	Key       uuid.UUID `json:"idempotencyKey"`
+	BidderID  int64     `json:"bidderId"`
+	Amount    string    `json:"amount"`
+	Kind      Kind      `json:"kind"`
+	Step      int       `json:"step,omitempty"`
+	// ShortTimeout marks an attempt sent with the deliberately short
+	// client timeout (its retry follows with the same key).
+	ShortTimeout bool          `json:"shortTimeout,omitempty"`
+	Target       int           `json:"target"`
+	Intended     time.Time     `json:"intendedAt"`
+	Sent         time.Time     `json:"sentAt"`
+	Latency      time.Duration `json:"latencyNs"`
+	Status       int           `json:"status"`
+	Outcome      Outcome       `json:"outcome"`
+	Code         string        `json:"code,omitempty"`
+	Err          string        `json:"error,omitempty"`
+	// For 201 and 200: the bid as the store recorded it.
+	Seq        int64     `json:"seq,omitempty"`
+	AcceptedAt time.Time `json:"acceptedAt,omitzero"`
+	EndTime    time.Time `json:"endTime,omitzero"`
+}
+
+// Recorder keeps every record and live counters for the progress bar.
+type Recorder struct {
+	mu   sync.Mutex
+	recs []Record
+
+	done, errors, created atomic.Int64
+}
+
+func (r *Recorder) add(rec Record) {
+	r.mu.Lock()
+	r.recs = append(r.recs, rec)
+	r.mu.Unlock()
+	r.done.Add(1)
+	switch {
+	case rec.Outcome == Created:
+		r.created.Add(1)
+	case rec.Outcome.IsError() || rec.Outcome == OtherStatus:
+		r.errors.Add(1)
+	}
+}
+
+// Len is the number of records so far.
+func (r *Recorder) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.recs)
+}
+
+// From returns a copy of the records from index i on.
+func (r *Recorder) From(i int) []Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if i >= len(r.recs) {
+		return nil
+	}
+	return append([]Record(nil), r.recs[i:]...)
+}
+
+// Records returns all records (not a copy: call it once the load is over).
+func (r *Recorder) Records() []Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.recs
+}
+
+// WriteRecords writes recs as gzipped JSON lines to path.
+func WriteRecords(path string, recs []Record) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	zw := gzip.NewWriter(f)
+	bw := bufio.NewWriterSize(zw, 1<<16)
+	enc := json.NewEncoder(bw)
+	for i := range recs {
+		if err := enc.Encode(&recs[i]); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := zw.Close(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

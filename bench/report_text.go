@@ -1,0 +1,140 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteText writes the terminal summary of res.
+func WriteText(w io.Writer, res *Result) {
+	fmt.Fprintf(w, "\nbidbench %s  %s  (%s)\n", res.Scenario, res.Started.Format("2006-01-02 15:04:05"),
+		res.Finished.Sub(res.Started).Round(100*time.Millisecond))
+	if len(res.Targets) > 0 {
+		fmt.Fprintf(w, "targets: %s\n", strings.Join(res.Targets, ", "))
+	}
+	if res.Bidders > 0 {
+		fmt.Fprintf(w, "bidders: %d distinct ids (%.2f bids/s each; bidgate's default limit is 5/s per bidder)\n", res.Bidders, res.BidderRate)
+	}
+	if res.Latency.All.Count > 0 {
+		fmt.Fprintf(w, "requests: %d in %.1fs (%.0f/s answered, %.0f 201/s); latency from the intended send time; send lag p99 %.1f ms (queue and pool wait)\n",
+			res.Latency.Requests, res.Latency.Span, res.Latency.Rate, res.Latency.Accepted, res.Latency.SendLag.P99)
+		if n := res.Latency.Count(PlannedTimeout); n > 0 {
+			fmt.Fprintf(w, "%d deliberate short client timeouts (each retried with the same key) are left out of \"all answered\"\n", n)
+		}
+		fmt.Fprintln(w)
+		writeLatencyTable(w, res.Latency)
+	}
+	if len(res.Hot) > 0 {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "hot auction\toffered/s\tsent\t201\t200\t409\t429\t5xx\t201/s\textended\toriginal end\tfinal end\tlate refused\t")
+		for _, a := range res.Hot {
+			fmt.Fprintf(tw, "%d\t%.0f\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%d\t%s\t%s\t%d/%d\t\n", a.ID, a.Offered, a.Sent,
+				a.Outcomes[Created], a.Outcomes[Replayed], a.Outcomes[Conflict], a.Outcomes[RateLimited], a.Outcomes[ServerError],
+				a.AcceptedPerSec, a.Extensions, a.OriginalEnd.Format("15:04:05.000"), a.FinalEnd.Format("15:04:05.000"), a.LateRefused, a.LateSent)
+		}
+		tw.Flush()
+	}
+	if c := res.Cold; c != nil && c.Auctions > 0 {
+		fmt.Fprintf(w, "\ncold: %d auctions (created via %s in %.1fs, %d ending inside the run), %.0f bids/s offered: sent %d, 201 %d, 409 %d, 429 %d, 5xx %d, %.1f 201/s; late refused %d/%d\n",
+			c.Auctions, c.CreatedVia, c.CreateSeconds, c.EndingInRun, c.Offered, c.Sent, c.Outcomes[Created], c.Outcomes[Conflict],
+			c.Outcomes[RateLimited], c.Outcomes[ServerError], c.AcceptedPerSec, c.LateRefused, c.LateSent)
+	}
+	if r := res.Ramp; r != nil {
+		fmt.Fprintf(w, "\nramp on auction %d (hot: %v)\n", r.AuctionID, r.Hot)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "step\toffered/s\tanswered/s\tdecided/s\t201/s\terrors\t429\tp50 ms\tp99 ms\tmax ms\tsend lag p99\t\t")
+		for _, s := range r.Steps {
+			verdict := "ok"
+			if !s.OK {
+				verdict = s.Reason
+			}
+			fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t\n", s.N, s.Offered, s.SentPerSec, s.DecidedPerSec, s.AcceptedPerSec,
+				s.Errors, s.RateLimited, s.Latency.P50, s.Latency.P99, s.Latency.Max, s.SendLag.P99, verdict)
+		}
+		tw.Flush()
+		if r.Best != nil {
+			fmt.Fprintf(w, "highest sustained rate: %.0f bids/s offered, %.0f decided/s, %.0f accepted/s (p99 %.1f ms)\n",
+				r.Best.Offered, r.Best.DecidedPerSec, r.Best.AcceptedPerSec, r.Best.Latency.P99)
+		}
+		fmt.Fprintf(w, "stopped: %s\n", r.Stop)
+	}
+	if b := res.CloseBurst; b != nil {
+		fmt.Fprintf(w, "\nclose-burst: %d auctions ending %s–%s (database clock), %d with a bid\n", b.Auctions,
+			b.FirstEnd.Format("15:04:05.000"), b.LastEnd.Format("15:04:05.000"), b.Bids)
+		fmt.Fprintf(w, "  CLOSED: %d; the last one %.2fs after the first end, %.2fs after the last end; %.0f closes/s\n",
+			b.Closed, b.AfterFirstEnd, b.AfterLastEnd, b.ClosePerSec)
+	}
+	if len(res.Limits) > 0 {
+		fmt.Fprintln(w, "\nlimits (bidgate's own statements called straight from Go)")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "limit\tdecided/s\taccepted/s\tcalls\terror")
+		for _, l := range res.Limits {
+			fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%d\t%s\n", l.Name, l.DecidedPerSec, l.AcceptedPerSec, l.Calls, l.Err)
+		}
+		tw.Flush()
+	}
+	if len(res.Ratios) > 0 {
+		fmt.Fprintln(w, "\nbidgate as a fraction of each limit (201/s ÷ the limit's accepted/s; decided = 201 + 409 per second)")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "bidgate\t201/s\tdecided/s\tlimit\taccepted fraction\tdecided fraction")
+		for _, r := range res.Ratios {
+			fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%s\t%.3f\t%.3f\n", r.What, r.Accepted, r.Decided, r.Limit, r.AcceptedFraction, r.DecidedFraction)
+		}
+		tw.Flush()
+	}
+	if d := res.Drain; d != nil {
+		state := "drained"
+		if !d.Drained {
+			state = "NOT drained: " + d.Pending
+		}
+		fmt.Fprintf(w, "\npipeline: %s after %.1fs\n", state, d.Waited)
+	}
+	if len(res.Checks) > 0 {
+		fmt.Fprintln(w, "\naudit")
+		for _, c := range res.Checks {
+			verdict := "PASS"
+			if !c.Pass {
+				verdict = "FAIL"
+			}
+			fmt.Fprintf(w, "  %s  [%d] %s: %d checked, %d failed\n", verdict, c.Invariant, c.Name, c.Checked, c.Failed)
+			for _, ex := range c.Examples {
+				fmt.Fprintf(w, "          %s\n", ex)
+			}
+		}
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	if res.Files.JSON != "" {
+		fmt.Fprintf(w, "\nresult: %s\n", res.Files.JSON)
+	}
+	if res.Files.Records != "" {
+		fmt.Fprintf(w, "records: %s\n", res.Files.Records)
+	}
+	if res.Files.HTML != "" {
+		fmt.Fprintf(w, "report: %s\n", res.Files.HTML)
+	}
+}
+
+func writeLatencyTable(w io.Writer, s Summary) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "outcome\tcount\tshare\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\t")
+	row := func(name string, l Latency) {
+		share := 0.0
+		if s.Requests > 0 {
+			share = 100 * float64(l.Count) / float64(s.Requests)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.1f%%\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", name, l.Count, share, l.P50, l.P90, l.P99, l.P999, l.Max)
+	}
+	for _, o := range Outcomes {
+		if l, ok := s.ByOutcome[o]; ok {
+			row(string(o), l)
+		}
+	}
+	row("all answered", s.All)
+	tw.Flush()
+}

@@ -1,0 +1,88 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"bidgate"
+)
+
+// Prices of the auctions the harness creates.
+const (
+	hotStartCents  = 100000 // 1000.00
+	coldStartCents = 10000  // 100.00
+	incCents       = 100    // 1.00
+)
+
+func cents(c int64) string { return bidgate.FormatMoney(bidgate.FromCents(c)) }
+
+func (e *Env) newResult(scenario string, settings any) *Result {
+	r := &Result{Scenario: scenario, Started: time.Now(), Seed: e.seed, Settings: settings}
+	for _, t := range e.targets {
+		r.Targets = append(r.Targets, t.Base)
+	}
+	return r
+}
+
+// load runs fn with a loader and a progress bar, and returns the records.
+// The loader stops by itself at bound (jobs not yet sent are dropped and
+// noted), whatever the targets do; the run goes on to its audit.
+func (e *Env) load(ctx context.Context, res *Result, bound time.Duration, fn func(ld *Loader)) []Record {
+	lctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	rec := &Recorder{}
+	ld := e.loader(lctx, rec)
+	bar := startProgress(e.opt.Stderr, e.opt.Progress, res.Scenario, ld.Planned, rec.done.Load,
+		func() string { return fmt.Sprintf("201 %d  err %d", rec.created.Load(), rec.errors.Load()) })
+	fn(ld)
+	ld.Close()
+	bar.Stop()
+	if n := ld.Dropped(); n > 0 && ctx.Err() == nil {
+		res.note(fmt.Sprintf("the load hit its time bound (%s): %d scheduled requests were not sent", bound.Round(time.Second), n))
+	}
+	return rec.Records()
+}
+
+// audit waits for the pipeline, reads the stores and checks the invariants.
+func (e *Env) audit(ctx context.Context, res *Result, specs []AuctionSpec) error {
+	e.notef("waiting (up to %s) for the pipeline: hot bids into PostgreSQL, ended auctions CLOSED", e.opt.DrainTimeout)
+	d := e.waitDrained(ctx, specs, e.opt.DrainTimeout)
+	res.Drain = &d
+	if !d.Drained {
+		res.note(fmt.Sprintf("the pipeline had not drained after %.0fs (%s): the audit ran anyway", d.Waited, d.Pending))
+	}
+	ds, err := e.collect(ctx, specs, res.records, d.At)
+	if err != nil {
+		return err
+	}
+	res.Checks = append(Audit(ds), res.Checks...)
+	return nil
+}
+
+// limits measures the stores' ceilings (when enabled) and puts bidgate's
+// rates against them.
+func (e *Env) limits(ctx context.Context, res *Result, hot, cold Rate) {
+	if !e.opt.Limits {
+		return
+	}
+	e.notef("measuring the stores' own limits (%s each)", e.opt.LimitsDuration)
+	res.Limits = e.measureLimits(ctx, e.opt.LimitsDuration)
+	res.Ratios = ratios(hot, cold, res.Limits)
+}
+
+// sleepUntil waits for t or ctx.
+func sleepUntil(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,140 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func testEnv(t *testing.T, s stack) *Env {
+	t.Helper()
+	opt := DefaultOptions()
+	opt.Targets = s.base
+	opt.PostgresURL = s.dbURL
+	opt.RedisAddrs = testRedisAddr()
+	opt.Loader.Workers = 128
+	opt.DrainTimeout = 30 * time.Second
+	opt.LimitsDuration = 200 * time.Millisecond
+	opt.Stderr = testWriter{t}
+	e, err := NewEnv(context.Background(), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	return e
+}
+
+func requirePassed(t *testing.T, res *Result) {
+	t.Helper()
+	if len(res.Checks) == 0 {
+		t.Fatal("no audit checks ran")
+	}
+	for _, c := range res.Checks {
+		if !c.Pass {
+			t.Errorf("FAIL %s (%s): %d of %d: %v", c.ID, c.Name, c.Failed, c.Checked, c.Examples)
+		}
+	}
+	if res.Drain != nil && !res.Drain.Drained {
+		t.Errorf("pipeline did not drain: %s", res.Drain.Pending)
+	}
+}
+
+// TestScenariosAgainstTheRealStack runs short versions of the scenarios
+// against a real bidgate process and requires their audits to pass.
+func TestScenariosAgainstTheRealStack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a bidgate process, PostgreSQL and Redis")
+	}
+	s := startStack(t)
+	e := testEnv(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	t.Run("flash-sale", func(t *testing.T) {
+		c := DefaultFlashSale()
+		c.Cold, c.Hot, c.HotRate, c.ColdRate, c.Duration = 200, 2, 300, 40, 3*time.Second
+		c.ColdEndShare = 0.02
+		c.RetryShare = 0.1
+		res, err := e.FlashSale(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		if err := WriteOutputs(res, filepath.Join(dir, "flash-sale.json"), true); err != nil {
+			t.Fatal(err)
+		}
+		var text strings.Builder
+		WriteText(&text, res)
+		t.Log(text.String())
+		requirePassed(t, res)
+
+		if got := res.Latency.Count(Created); got < 1000 {
+			t.Errorf("only %d bids accepted", got)
+		}
+		if res.Latency.Count(Replayed) == 0 {
+			t.Error("no retry was answered as a replay (200)")
+		}
+		if n := res.Latency.Count(ServerError) + res.Latency.Count(Transport) + res.Latency.Count(RateLimited); n > 0 {
+			t.Errorf("%d 5xx, transport errors or 429s", n)
+		}
+		for _, h := range res.Hot {
+			if h.Extensions == 0 || !h.FinalEnd.After(h.OriginalEnd) {
+				t.Errorf("hot auction %d was not extended by anti-sniping: %+v", h.ID, h)
+			}
+			if h.LateSent == 0 || h.LateRefused != h.LateSent {
+				t.Errorf("hot auction %d: %d of %d late bids refused", h.ID, h.LateRefused, h.LateSent)
+			}
+		}
+		if len(res.Limits) != 6 || len(res.Ratios) != 6 {
+			t.Errorf("%d limits, %d ratios", len(res.Limits), len(res.Ratios))
+		}
+		for _, l := range res.Limits {
+			if l.Err != "" || l.DecidedPerSec <= 0 {
+				t.Errorf("limit %s: %+v", l.Name, l)
+			}
+		}
+		html, err := os.ReadFile(res.Files.HTML)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Count(string(html), "<svg") < 3 || strings.Contains(string(html), "<script") {
+			t.Errorf("the HTML report should hold inline SVG charts and no script")
+		}
+		for _, f := range []string{res.Files.JSON, res.Files.Records} {
+			if st, err := os.Stat(f); err != nil || st.Size() == 0 {
+				t.Errorf("output %s: %v", f, err)
+			}
+		}
+	})
+
+	t.Run("close-burst", func(t *testing.T) {
+		c := DefaultCloseBurst()
+		c.Auctions, c.Lead, c.BidShare, c.LateBids, c.Timeout = 1000, 2*time.Second, 0.2, 10, 30*time.Second
+		res, err := e.CloseBurstRun(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		requirePassed(t, res)
+		b := res.CloseBurst
+		t.Logf("close-burst: %d closed, the last %.2fs after the first end, %.0f/s", b.Closed, b.AfterFirstEnd, b.ClosePerSec)
+		if b.Closed != c.Auctions || b.Bids == 0 {
+			t.Errorf("close-burst: %+v", b)
+		}
+	})
+
+	t.Run("hot-max", func(t *testing.T) {
+		c := DefaultHotMax()
+		c.StartRate, c.Step, c.MaxSteps, c.P99 = 200, 700*time.Millisecond, 2, time.Second
+		res, err := e.HotMax(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		requirePassed(t, res)
+		if r := res.Ramp; len(r.Steps) == 0 || r.Best == nil {
+			t.Errorf("ramp: %+v", r)
+		}
+	})
+}

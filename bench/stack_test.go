@@ -1,0 +1,143 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"bidgate/persist/pgtest"
+)
+
+// lockedBuffer collects a subprocess's output.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func testRedisAddr() string {
+	if a := os.Getenv("BIDGATE_TEST_REDIS_ADDR"); a != "" {
+		return a
+	}
+	return "127.0.0.1:6379"
+}
+
+// stack is a real bidgate process (every role, embedded Kafka) on a fresh
+// test database.
+type stack struct {
+	base, dbURL string
+}
+
+// startStack builds the real binary with the go on PATH, starts `bidgate
+// serve` on free loopback ports, waits for /readyz and stops it (SIGTERM,
+// then a bounded wait) when the test ends.
+func startStack(t *testing.T) stack {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go on PATH to build bidgate with")
+	}
+	bin := filepath.Join(t.TempDir(), "bidgate")
+	build := exec.Command(goBin, "build", "-o", bin, "bidgate/cmd/bidgate")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build bidgate: %v\n%s", err, out)
+	}
+	_ = pgtest.Redis(t) // fails the test clearly when Redis is not there
+	_, dbURL := pgtest.New(t, 2)
+
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cmd := exec.Command(bin, "serve",
+		"--listen", listen,
+		"--internal-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"--gossip-port", fmt.Sprint(freePort(t)),
+		"--kafka-embedded-port", fmt.Sprint(freePort(t)),
+		"--postgres-url", dbURL,
+		"--redis-addrs", testRedisAddr(),
+		"--node-id", "bench-test",
+		"--log-level", "warn")
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	var exitErr error
+	go func() { exitErr = cmd.Wait(); close(exited) }()
+	// Registered after pgtest.New, so it runs first: the process stops
+	// before its database is dropped.
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+			if exitErr != nil {
+				t.Errorf("bidgate serve exited with %v\n%s", exitErr, out)
+			}
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Errorf("bidgate serve did not stop within 30s of SIGTERM\n%s", out)
+		}
+		if t.Failed() {
+			t.Logf("bidgate output:\n%s", out)
+		}
+	})
+
+	base := "http://" + listen
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case <-exited:
+			t.Fatalf("bidgate serve exited at start-up: %v\n%s", exitErr, out)
+		default:
+		}
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bidgate not ready after 30s: %v\n%s", err, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return stack{base: base, dbURL: dbURL}
+}
+
+// testWriter sends the harness's notes to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(bytes.TrimRight(p, "\n")))
+	return len(p), nil
+}
