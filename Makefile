@@ -10,7 +10,7 @@ export BIDGATE_POSTGRES_URL ?= postgres://$(PGUSER)@$(PGHOST):$(PGPORT)/$(DBNAME
 
 STATICCHECK = go run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run run-one build test bench lint db check-postgres check-redis
+.PHONY: run run-one build test bench demo loadtest lint db check-postgres check-redis
 
 ## run: a local 3-node cluster on :8080-8082 with the embedded Kafka broker, on the local PostgreSQL and Redis
 run: db check-redis build
@@ -34,6 +34,14 @@ bench: check-postgres check-redis
 	go test -run '^$$' -bench . -benchtime 3s -count 3 ./shard/ ./gateway/
 	go test -run '^$$' -bench . -benchtime 20000x -count 3 ./persist/
 	go test -run '^$$' -bench . -benchtime 5x -count 3 ./closer/
+
+## demo: a one-minute flash sale (100,000 cold and 4 hot auctions) on a local 3-node cluster, audited; prints the report's path
+demo: db check-redis
+	deploy/demo.sh
+
+## loadtest: a 20 s flash sale against the cluster `make run` started, audited; report in bench-results/
+loadtest:
+	go run ./cmd/bidbench flash-sale --duration 20s --targets http://127.0.0.1:8080,http://127.0.0.1:8081,http://127.0.0.1:8082
 
 ## lint: gofmt, go vet and staticcheck
 lint:
