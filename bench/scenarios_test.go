@@ -112,7 +112,7 @@ func TestScenariosAgainstTheRealStack(t *testing.T) {
 
 	t.Run("close-burst", func(t *testing.T) {
 		c := DefaultCloseBurst()
-		c.Auctions, c.Lead, c.BidShare, c.LateBids, c.Timeout = 1000, 2*time.Second, 0.2, 10, 30*time.Second
+		c.Auctions, c.Lead, c.BidShare, c.LateBids, c.Timeout = 1000, 5*time.Second, 0.2, 10, 30*time.Second
 		res, err := e.CloseBurstRun(ctx, c)
 		if err != nil {
 			t.Fatal(err)

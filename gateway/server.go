@@ -222,9 +222,11 @@ func (s *Server) readyz(ctx *fasthttp.RequestCtx) {
 	writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ready"})
 }
 
-// requestContext bounds the store calls of one request.
-func (s *Server) requestContext(ctx *fasthttp.RequestCtx) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, s.cfg.RequestTimeout)
+// requestContext bounds the store calls of one request. It does not derive
+// from the fasthttp context, which is cancelled as soon as the server starts
+// shutting down: in-flight bids are finished, not abandoned.
+func (s *Server) requestContext(*fasthttp.RequestCtx) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 }
 
 func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {

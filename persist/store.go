@@ -164,9 +164,10 @@ func IsUniqueViolation(err error, constraint string) bool {
 }
 
 // IsUnavailable reports whether err means PostgreSQL could not be reached or
-// did not answer in time, rather than that it refused the query.
+// did not answer in time (or the caller gave up waiting), rather than that it
+// refused the query: the request may be retried.
 func IsUnavailable(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || pgconn.Timeout(err) {
 		return true
 	}
 	var connErr *pgconn.ConnectError
