@@ -201,7 +201,7 @@ func TestEndToEnd(t *testing.T) {
 	// always the same.
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		var published bool
-		if err := db.QueryRow(context.Background(), `SELECT bool_and(published_at IS NOT NULL) FROM outbox WHERE aggregate_id = $1`, id).Scan(&published); err != nil {
+		if err := db.QueryRow(context.Background(), `SELECT COALESCE(bool_and(published_at IS NOT NULL), false) FROM outbox WHERE aggregate_id = $1`, id).Scan(&published); err != nil {
 			t.Fatal(err)
 		}
 		if published {
