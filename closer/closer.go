@@ -33,6 +33,11 @@ type Config struct {
 	BatchSize int           // auctions per statement (cold) or per transaction (hot); default 500
 	Interval  time.Duration // wait after a pass that found less than a full batch; default 250ms
 	Log       *slog.Logger  // default slog.Default()
+	// KeepClosed is how long a settled hot auction's Redis keys live on;
+	// default 24h. After that a bid or a replay finds no state and loads it
+	// from PostgreSQL (CLOSED, with the request ids of its bids), so Redis
+	// does not grow with every auction ever run.
+	KeepClosed time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -41,6 +46,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Interval <= 0 {
 		c.Interval = 250 * time.Millisecond
+	}
+	if c.KeepClosed <= 0 {
+		c.KeepClosed = 24 * time.Hour
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()

@@ -114,6 +114,7 @@ func (c *Closer) closeHot(ctx context.Context) (closed int, full bool, err error
 	c.metrics.closed.WithLabelValues("hot").Add(float64(len(settled)))
 	c.metrics.extensions.Add(float64(extended))
 	c.announce(ctx, settled)
+	c.expire(ctx, settled)
 	full = selected == c.cfg.BatchSize && len(settled)+extended > 0
 	return len(settled), full, errors.Join(skipped...)
 }
@@ -209,4 +210,22 @@ func parseOutcome(v []any) (redisOutcome, error) {
 		return o, fmt.Errorf("bad script result %v", v)
 	}
 	return o, err
+}
+
+// expire gives settled auctions' Redis keys a time to live. It is best
+// effort: a key left without one only costs memory.
+func (c *Closer) expire(ctx context.Context, settled []closedAuction) {
+	if len(settled) == 0 {
+		return
+	}
+	pipe := c.rdb.Pipeline()
+	for _, a := range settled {
+		k := persist.KeysOf(a.id)
+		for _, key := range []string{k.State, k.Reqs, k.Log, k.Relayed, k.Persisted} {
+			pipe.Expire(ctx, key, c.cfg.KeepClosed)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		c.cfg.Log.Warn("set the time to live of closed auctions' Redis keys", "auctions", len(settled), "err", err)
+	}
 }

@@ -82,6 +82,9 @@ func TestHotClose(t *testing.T) {
 				if status := e.rdb.HGet(ctx, persist.KeysOf(a.ID).State, "status").Val(); status != "CLOSED" {
 					t.Fatalf("Redis status %q, want CLOSED", status)
 				}
+				if ttl := e.rdb.TTL(ctx, persist.KeysOf(a.ID).State).Val(); ttl <= 0 || ttl > 24*time.Hour {
+					t.Fatalf("closed auction's state has TTL %v, want up to 24h", ttl)
+				}
 			}
 			if _, err := e.shards.PlaceBid(ctx, bidRequest(a.ID, 9, "100000")); !errors.Is(err, bidgate.ErrAuctionClosed) {
 				t.Fatalf("bid after the close: %v", err)
