@@ -10,7 +10,7 @@ export BIDGATE_POSTGRES_URL ?= postgres://$(PGUSER)@$(PGHOST):$(PGPORT)/$(DBNAME
 
 STATICCHECK = go run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run run-one build test bench demo loadtest lint db check-postgres check-redis
+.PHONY: run run-one build test chaos bench demo loadtest lint db check-postgres check-redis
 
 ## run: a local 3-node cluster on :8080-8082 with the embedded Kafka broker, on the local PostgreSQL and Redis
 run: db check-redis build
@@ -28,6 +28,10 @@ build:
 test: check-postgres check-redis
 	go vet ./...
 	go test -race -count=1 -timeout 9m ./...
+
+## chaos: the fault harness (own PostgreSQL, Redis, broker and 3 node processes on loopback): six faults under a flash sale, audited; CHAOS_SCENARIOS=node-kill picks one
+chaos:
+	go test -tags chaos -count=1 -v -timeout 20m ./chaos/
 
 ## bench: the Go benchmarks: bids through HTTP (cold, hot batched and not) and the raw Redis script
 bench: check-postgres check-redis

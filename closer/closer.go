@@ -26,6 +26,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"bidgate/retry"
 )
 
 // Config tunes a Closer. Zero values take the defaults.
@@ -62,6 +64,9 @@ type Closer struct {
 	cfg     Config
 	metrics *metrics
 
+	// unsettled logs hot auctions that cannot be settled yet, rate-limited.
+	unsettled retry.Streak
+
 	// afterRedisClose, when set (tests only), runs after Redis closed hot
 	// auction id and before PostgreSQL is settled; an error aborts the pass
 	// and rolls its transaction back, as a crash at that point would.
@@ -72,7 +77,8 @@ type Closer struct {
 // (nil: unregistered). Closers sharing reg share their metrics.
 func New(db *pgxpool.Pool, rdb redis.UniversalClient, cfg Config, reg prometheus.Registerer) *Closer {
 	cfg.setDefaults()
-	return &Closer{db: db, rdb: rdb, cfg: cfg, metrics: newMetrics(reg)}
+	return &Closer{db: db, rdb: rdb, cfg: cfg, metrics: newMetrics(reg),
+		unsettled: retry.Streak{Task: "settle hot auctions whose bids are not all in PostgreSQL", Log: cfg.Log}}
 }
 
 // Run closes ended auctions until ctx is done, then returns nil. A pass that
@@ -84,13 +90,16 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, cfg Config, reg prometheus
 func (c *Closer) Run(ctx context.Context) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	failing := retry.Streak{Task: "close pass", Log: c.cfg.Log}
 	for {
 		_, full, err := c.pass(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err != nil {
-			c.cfg.Log.Error("close pass failed", "err", err)
+			failing.Fail(err)
+		} else {
+			failing.Succeed()
 		}
 		if full {
 			continue

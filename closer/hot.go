@@ -23,6 +23,8 @@ type dueHot struct {
 	leader   *int64
 	bidCount int64
 	endTime  time.Time
+	// persisted is how far its bids are in PostgreSQL without a gap.
+	persisted int64
 }
 
 // closeHot closes one batch of hot auctions. The transaction holds their row
@@ -37,16 +39,17 @@ func (c *Closer) closeHot(ctx context.Context) (closed int, full bool, err error
 		extended int
 		skipped  []error
 		selected int
+		waiting  int
 	)
 	err = pgx.BeginFunc(ctx, c.db, func(tx pgx.Tx) error {
-		settled, extended, skipped = nil, 0, nil
+		settled, extended, skipped, waiting = nil, 0, nil, 0
 		rows, err := tx.Query(ctx, dueHotSQL, c.cfg.BatchSize)
 		if err != nil {
 			return err
 		}
 		due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (dueHot, error) {
 			var a dueHot
-			err := row.Scan(&a.id, &a.price, &a.leader, &a.bidCount, &a.endTime)
+			err := row.Scan(&a.id, &a.price, &a.leader, &a.bidCount, &a.endTime, &a.persisted)
 			return a, err
 		})
 		if err != nil {
@@ -80,6 +83,14 @@ func (c *Closer) closeHot(ctx context.Context) (closed int, full bool, err error
 						return fmt.Errorf("after closing auction %d in Redis: %w", a.id, err)
 					}
 				}
+				complete, err := c.persistAll(ctx, tx, a, o.seq)
+				if err != nil {
+					return err
+				}
+				if !complete {
+					waiting++
+					continue
+				}
 				settle.add(a.id, bidgate.FromCents(o.price), o.leader, o.seq)
 			case stateRunning:
 				// Redis's clock (or an anti-sniping extension) says not yet.
@@ -112,11 +123,43 @@ func (c *Closer) closeHot(ctx context.Context) (closed int, full bool, err error
 		return 0, false, fmt.Errorf("close hot auctions: %w", err)
 	}
 	c.metrics.closed.WithLabelValues("hot").Add(float64(len(settled)))
+	c.metrics.waiting.Set(float64(waiting))
+	if waiting == 0 {
+		c.unsettled.Succeed()
+	}
 	c.metrics.extensions.Add(float64(extended))
 	c.announce(ctx, settled)
 	c.expire(ctx, settled)
 	full = selected == c.cfg.BatchSize && len(settled)+extended > 0
 	return len(settled), full, errors.Join(skipped...)
+}
+
+// persistAll makes sure PostgreSQL holds all n bids of hot auction a before
+// it is settled, writing what is missing from the auction's Redis log inside
+// the closing transaction (Kafka may have lost or not yet delivered them).
+// It reports false, and logs, when bids are still missing: the auction then
+// stays OPEN (Redis has closed it, so no bid is accepted meanwhile) and a
+// later pass tries again.
+func (c *Closer) persistAll(ctx context.Context, tx pgx.Tx, a dueHot, n int64) (bool, error) {
+	if a.persisted >= n {
+		return true, nil
+	}
+	bids, err := persist.LogBidsAfter(ctx, c.rdb, a.id, a.persisted)
+	if err != nil {
+		return false, err
+	}
+	positions, inserted, err := persist.WriteHotBids(ctx, tx, bids)
+	if err != nil {
+		return false, fmt.Errorf("persist the bids of auction %d: %w", a.id, err)
+	}
+	c.metrics.persistedAtClose.Add(float64(inserted))
+	if positions[a.id] < n {
+		c.unsettled.Fail(fmt.Errorf("auction %d: %d bids, %d in PostgreSQL", a.id, n, positions[a.id]))
+		c.cfg.Log.Debug("hot auction ended but not all its bids are in PostgreSQL or its Redis log; not settling it",
+			"auction", a.id, "bids", n, "persisted_seq", positions[a.id])
+		return false, nil
+	}
+	return true, nil
 }
 
 // settleArgs are the columns settle_hot.sql unnests.

@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"bidgate/retry"
 )
 
 // listener holds one pool connection that LISTENs on a channel, so that a
@@ -48,7 +50,7 @@ func (l *listener) listen(ctx context.Context) {
 func (l *listener) wait(ctx context.Context, d time.Duration) {
 	l.listen(ctx)
 	if l.conn == nil {
-		sleep(ctx, d)
+		retry.Sleep(ctx, d)
 		return
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, d)
@@ -60,7 +62,7 @@ func (l *listener) wait(ctx context.Context, d time.Duration) {
 	l.log.Warn("outbox relay lost its LISTEN connection", "err", err)
 	l.conn.Release() // the pool discards a broken connection
 	l.conn = nil
-	sleep(ctx, d)
+	retry.Sleep(ctx, d)
 }
 
 // close stops listening and gives the connection back to the pool, or

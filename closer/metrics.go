@@ -13,6 +13,9 @@ type metrics struct {
 	duration   prometheus.Histogram
 	extensions prometheus.Counter
 	errors     *prometheus.CounterVec
+
+	waiting          prometheus.Gauge
+	persistedAtClose prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -38,6 +41,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "bidgate_closer_errors_total",
 			Help: "Failed close batches, by stage (cold, hot, announce).",
 		}, []string{"stage"})),
+		waiting: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bidgate_closer_unsettled_hot_auctions",
+			Help: "Hot auctions ended in Redis that the last pass could not settle because bids were missing from PostgreSQL (alert when above 0 for long).",
+		})),
+		persistedAtClose: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_closer_persisted_bids_total",
+			Help: "Hot bids the closer wrote to PostgreSQL from the Redis log before settling (Kafka had not delivered them).",
+		})),
 	}
 }
 

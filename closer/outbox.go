@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	pkafka "bidgate/persist/kafka"
+	"bidgate/retry"
 )
 
 // Writer is where the relay publishes: a *kafka.Writer bound to the topic
@@ -29,8 +29,8 @@ type OutboxConfig struct {
 	Topic        string        // outbox rows relayed, and the Writer's topic; default kafka.TopicAuctionClosed
 	BatchSize    int           // rows per WriteMessages call; default 500
 	PollInterval time.Duration // longest wait for a notification before polling anyway; default 500ms
-	MinBackoff   time.Duration // first wait after a failure; default 100ms
-	MaxBackoff   time.Duration // cap of the doubling waits; default 5s
+	MinBackoff   time.Duration // first wait after a failure; default retry.DefaultMin
+	MaxBackoff   time.Duration // cap of the doubling waits; default retry.DefaultMax
 	Log          *slog.Logger  // default slog.Default()
 }
 
@@ -43,12 +43,6 @@ func (c *OutboxConfig) setDefaults() {
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = 500 * time.Millisecond
-	}
-	if c.MinBackoff <= 0 {
-		c.MinBackoff = 100 * time.Millisecond
-	}
-	if c.MaxBackoff < c.MinBackoff {
-		c.MaxBackoff = max(5*time.Second, c.MinBackoff)
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
@@ -86,21 +80,27 @@ func (r *OutboxRelay) Run(ctx context.Context) error {
 	// pass goes unnoticed until the next poll.
 	l.listen(ctx)
 
-	var backoff time.Duration
+	backoff := retry.Backoff{Min: r.cfg.MinBackoff, Max: r.cfg.MaxBackoff}
+	failing := retry.Streak{Task: "relay the outbox to Kafka", Log: r.cfg.Log}
 	for {
 		n, err := r.PublishPending(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err != nil {
-			backoff = nextBackoff(backoff, r.cfg.MinBackoff, r.cfg.MaxBackoff)
-			r.cfg.Log.Warn("outbox relay failed; retrying", "in", backoff, "err", err)
-			if !sleep(ctx, backoff) {
+			// A NOTIFY never cuts this wait short: it is not a wake-up.
+			failing.Fail(err)
+			if !backoff.Wait(ctx) {
 				return nil
 			}
 			continue
 		}
-		backoff = 0
+		failing.Succeed()
+		if n > 0 {
+			// Only a publish proves Kafka is back; an empty pass (another
+			// relay holds the rows) keeps the back-off where it is.
+			backoff.Reset()
+		}
 		if n == r.cfg.BatchSize {
 			continue
 		}
@@ -173,23 +173,4 @@ func (r *OutboxRelay) observeBacklog(ctx context.Context) {
 	}
 	r.metrics.pending.Set(float64(pending))
 	r.metrics.lag.Set(lag)
-}
-
-// nextBackoff doubles the previous wait within [lo, hi], with up to 20%
-// jitter so that relays failing together do not retry together.
-func nextBackoff(prev, lo, hi time.Duration) time.Duration {
-	d := min(max(2*prev, lo), hi)
-	return d - time.Duration(rand.Int64N(int64(d)/5+1))
-}
-
-// sleep waits d or until ctx is done; it reports whether the wait ran out.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

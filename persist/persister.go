@@ -9,22 +9,20 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
-	"github.com/shopspring/decimal"
 
 	"bidgate"
+	"bidgate/retry"
 )
 
 var (
-	//go:embed sql/insert_bids.sql
-	insertBidsSQL string
-	//go:embed sql/raise_auctions.sql
-	raiseAuctionsSQL string
+	//go:embed lua/set_max_seq.lua
+	setMaxSeqLua    string
+	setMaxSeqScript = redis.NewScript(setMaxSeqLua)
 )
 
 // Reader is the part of a Kafka consumer-group reader the persister uses;
@@ -46,6 +44,9 @@ type PersisterConfig struct {
 // transaction committed: a crash in between redelivers the batch, and the
 // unique key on (auction_id, request_id) makes the second write a no-op.
 // Several persisters in one consumer group share the partitions.
+//
+// Kafka is a transport here, never the record: what a broker loses, the
+// Reconciler finds missing and writes from the Redis log.
 type Persister struct {
 	db      *pgxpool.Pool
 	rdb     redis.UniversalClient
@@ -72,49 +73,63 @@ func NewPersister(db *pgxpool.Pool, rdb redis.UniversalClient, r Reader, cfg Per
 	return &Persister{db: db, rdb: rdb, r: r, cfg: cfg, metrics: newPersisterMetrics(reg)}
 }
 
-// Run persists batches until ctx ends. A failed write is retried with the
-// same batch after a back-off; nothing is committed to Kafka until it lands.
+// Run persists batches until ctx ends, and returns nil then. Nothing stops
+// it before: a Kafka or PostgreSQL failure is retried for ever after a
+// back-off, a failed write with the same batch, and nothing is committed to
+// Kafka until its batch is in PostgreSQL.
 func (p *Persister) Run(ctx context.Context) error {
+	var (
+		fetchBackoff, writeBackoff retry.Backoff
+		fetching                   = retry.Streak{Task: "fetch bids from Kafka", Log: p.cfg.Log}
+		writing                    = retry.Streak{Task: "persist bids", Log: p.cfg.Log}
+	)
 	for {
 		msgs, err := p.fetch(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err != nil {
-			return fmt.Errorf("fetch bids: %w", err)
+		if err != nil && len(msgs) == 0 {
+			p.metrics.errors.WithLabelValues("kafka").Inc()
+			fetching.Fail(err)
+			if !fetchBackoff.Wait(ctx) {
+				return nil
+			}
+			continue
 		}
-		for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+		fetching.Succeed()
+		fetchBackoff.Reset()
+		for {
 			err = p.persist(ctx, msgs)
 			if err == nil || ctx.Err() != nil {
 				break
 			}
-			p.metrics.errors.Inc()
-			p.cfg.Log.Warn("persisting bids failed; retrying", "bids", len(msgs), "err", err, "backoff", backoff)
-			select {
-			case <-ctx.Done():
-			case <-time.After(backoff):
+			p.metrics.errors.WithLabelValues("postgres").Inc()
+			writing.Fail(err, "bids", len(msgs))
+			if !writeBackoff.Wait(ctx) {
+				return nil
 			}
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
+		writing.Succeed()
+		writeBackoff.Reset()
 		if p.afterInsert != nil {
 			if err := p.afterInsert(); err != nil {
 				return err
 			}
 		}
-		if err := p.r.CommitMessages(ctx, msgs...); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
+		if err := p.r.CommitMessages(ctx, msgs...); err != nil && ctx.Err() == nil {
 			// The batch will come again; writing it again is harmless.
-			p.cfg.Log.Warn("committing offsets failed", "err", err)
+			p.metrics.errors.WithLabelValues("kafka").Inc()
+			fetching.Fail(fmt.Errorf("commit offsets: %w", err))
 		}
 	}
 }
 
 // fetch waits for one message, then takes what follows within MaxWait, up
-// to MaxBatch.
+// to MaxBatch. An error after the first message ends the batch early; the
+// error comes back with the messages already fetched.
 func (p *Persister) fetch(ctx context.Context) ([]kafka.Message, error) {
 	first, err := p.r.FetchMessage(ctx)
 	if err != nil {
@@ -137,113 +152,66 @@ func (p *Persister) fetch(ctx context.Context) ([]kafka.Message, error) {
 }
 
 // persist writes one batch in one transaction, then records in Redis how far
-// each auction's log is persisted (so that the relay may trim it).
+// each auction's bids are in PostgreSQL without a gap (the relay re-feeds
+// from there, the reconciler trims the log up to there).
 func (p *Persister) persist(ctx context.Context, msgs []kafka.Message) error {
 	start := time.Now()
-	var cols bidColumns
-	persisted := map[int64]streamID{}
+	bids := make([]bidgate.BidAccepted, 0, len(msgs))
 	for _, m := range msgs {
 		var b bidgate.BidAccepted
-		if err := json.Unmarshal(m.Value, &b); err != nil || !cols.add(b) {
+		err := json.Unmarshal(m.Value, &b)
+		if err == nil {
+			err = (&bidColumns{}).add(b)
+		}
+		if err != nil {
 			// A message no bidgate relay writes: skip it, loudly, rather than
-			// block the partition forever.
+			// block the partition for ever.
 			p.metrics.skipped.Inc()
 			p.cfg.Log.Error("skipping malformed bid-accepted message", "partition", m.Partition, "offset", m.Offset, "err", err)
 			continue
 		}
-		if id, err := parseStreamID(b.StreamID); err == nil && persisted[b.AuctionID].before(id) {
-			persisted[b.AuctionID] = id
-		}
+		bids = append(bids, b)
 	}
-	if len(cols.auction) > 0 {
-		known := map[int64]bool{}
-		err := pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) error {
-			// Only auctions this database knows get their position recorded:
-			// the others' bids were dropped, not persisted.
-			rows, err := tx.Query(ctx, `SELECT id FROM auction WHERE id = ANY($1)`, cols.auction)
-			if err != nil {
-				return fmt.Errorf("look up auctions: %w", err)
-			}
-			ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-			if err != nil {
-				return fmt.Errorf("look up auctions: %w", err)
-			}
-			for _, id := range ids {
-				known[id] = true
-			}
-			if _, err := tx.Exec(ctx, insertBidsSQL, cols.auction, cols.bidder, cols.amount, cols.request,
-				cols.seq, cols.accepted, cols.end); err != nil {
-				return fmt.Errorf("insert bids: %w", err)
-			}
-			top := cols.highestPerAuction()
-			if _, err := tx.Exec(ctx, raiseAuctionsSQL, top.auction, top.amount, top.bidder, top.seq, top.end); err != nil {
-				return fmt.Errorf("raise auctions: %w", err)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		for id := range persisted {
-			if !known[id] {
-				delete(persisted, id)
-			}
-		}
+	if len(bids) == 0 {
+		return nil
 	}
-	pipe := p.rdb.Pipeline()
-	for id, sid := range persisted {
-		setMaxIDScript.Eval(ctx, pipe, []string{KeysOf(id).Persisted}, sid.String())
+	var positions map[int64]int64
+	err := pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) (err error) {
+		positions, _, err = WriteHotBids(ctx, tx, bids)
+		return err
+	})
+	if err != nil {
+		return err
 	}
-	if _, err := pipe.Exec(ctx); err != nil && len(persisted) > 0 {
-		// Only trimming waits on this; the next batch records it again.
-		p.cfg.Log.Warn("recording persisted positions failed", "auctions", len(persisted), "err", err)
+	if err := recordPersisted(ctx, p.rdb, positions); err != nil {
+		// Only re-feeding and trimming wait on this; the reconciler records
+		// the positions again.
+		p.cfg.Log.Warn("recording persisted positions in Redis failed", "auctions", len(positions), "err", err)
 	}
-	p.metrics.persisted.Add(float64(len(cols.auction)))
+	p.metrics.persisted.Add(float64(len(bids)))
 	p.metrics.batchDuration.Observe(time.Since(start).Seconds())
 	p.metrics.batchSize.Observe(float64(len(msgs)))
 	return nil
 }
 
-// bidColumns holds a batch column by column, for unnest.
-type bidColumns struct {
-	auction, bidder, seq []int64
-	amount               []decimal.Decimal
-	request              []uuid.UUID
-	accepted, end        []time.Time
-}
-
-func (c *bidColumns) add(b bidgate.BidAccepted) bool {
-	amount, err := bidgate.ParseMoney(b.Amount)
-	req, err2 := uuid.Parse(b.RequestID)
-	if err != nil || err2 != nil || b.AuctionID <= 0 || b.BidderID <= 0 || b.Seq <= 0 {
-		return false
+// recordPersisted raises each auction's persisted position in Redis to what
+// PostgreSQL holds, in one round trip.
+func recordPersisted(ctx context.Context, rdb redis.UniversalClient, positions map[int64]int64) error {
+	if len(positions) == 0 {
+		return nil
 	}
-	c.auction, c.bidder, c.seq = append(c.auction, b.AuctionID), append(c.bidder, b.BidderID), append(c.seq, b.Seq)
-	c.amount, c.request = append(c.amount, amount), append(c.request, req)
-	c.accepted, c.end = append(c.accepted, b.AcceptedAt), append(c.end, b.EndTime)
-	return true
-}
-
-// highestPerAuction keeps, per auction, the bid with the highest seq: the
-// highest amount, the latest end.
-func (c *bidColumns) highestPerAuction() bidColumns {
-	at := map[int64]int{}
-	for i, id := range c.auction {
-		if j, ok := at[id]; !ok || c.seq[i] > c.seq[j] {
-			at[id] = i
-		}
+	pipe := rdb.Pipeline()
+	for id, pos := range positions {
+		setMaxSeqScript.Eval(ctx, pipe, []string{KeysOf(id).Persisted}, pos)
 	}
-	var top bidColumns
-	for _, i := range at {
-		top.auction, top.bidder, top.seq = append(top.auction, c.auction[i]), append(top.bidder, c.bidder[i]), append(top.seq, c.seq[i])
-		top.amount, top.end = append(top.amount, c.amount[i]), append(top.end, c.end[i])
-	}
-	return top
+	_, err := pipe.Exec(ctx)
+	return err
 }
 
 type persisterMetrics struct {
-	persisted, skipped, errors prometheus.Counter
-	batchSize, batchDuration   prometheus.Histogram
+	persisted, skipped       prometheus.Counter
+	errors                   *prometheus.CounterVec
+	batchSize, batchDuration prometheus.Histogram
 }
 
 func newPersisterMetrics(reg prometheus.Registerer) *persisterMetrics {
@@ -252,8 +220,9 @@ func newPersisterMetrics(reg prometheus.Registerer) *persisterMetrics {
 			Name: "bidgate_persister_bids_total", Help: "Hot bids written to PostgreSQL (duplicates skipped by the unique key included)."}),
 		skipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_persister_skipped_total", Help: "Malformed bid-accepted messages skipped."}),
-		errors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "bidgate_persister_errors_total", Help: "Batches whose write failed and was retried."}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bidgate_persister_errors_total", Help: "Persister failures, retried, by the dependency that failed (kafka, postgres)."},
+			[]string{"dependency"}),
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "bidgate_persister_batch_size", Help: "Messages per persister transaction.",
 			Buckets: []float64{1, 10, 50, 100, 250, 500, 1000, 2000}}),

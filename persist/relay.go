@@ -17,6 +17,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"bidgate"
+	"bidgate/retry"
 )
 
 var (
@@ -36,10 +37,10 @@ type Writer interface {
 type RelayConfig struct {
 	Interval time.Duration // between passes when idle; default 20ms
 	Batch    int           // log entries per auction per pass; default 1000
-	// Refeed is how long the persisted position may lag the relayed one
-	// before the relay assumes Kafka lost messages (an embedded broker
-	// restarted, say) and produces again from the persisted position.
-	// Default 15s.
+	// Refeed is how long an auction's persisted position may stand still
+	// behind its newest log entry before the relay assumes Kafka lost what
+	// was produced (a broker restarted, say) and produces again from the
+	// persisted position. Default 5s.
 	Refeed time.Duration
 	// Owns says whether this node relays an auction; nil relays all.
 	Owns func(auctionID int64) bool
@@ -58,8 +59,12 @@ type RelayConfig struct {
 // them; the relay reads past the auction's relayed cursor, produces the
 // entries (acks from all in-sync replicas), then advances the cursor. A
 // crash between the two produces duplicates, never a gap, and whoever relays
-// the auction next resumes from the cursor. A log entry is trimmed only once
-// the persister has recorded it in PostgreSQL.
+// the auction next resumes from the cursor.
+//
+// Kafka may still lose what it acknowledged. The persisted position (every
+// bid up to it is in PostgreSQL, see WriteHotBids) tells: when it stands
+// still behind the log for longer than RelayConfig.Refeed, the relay
+// produces again from it.
 type Relay struct {
 	db      Querier
 	rdb     redis.UniversalClient
@@ -69,13 +74,19 @@ type Relay struct {
 	wake    chan struct{}
 
 	mu        sync.Mutex
-	lagging   map[int64]time.Time // auction -> since when persisted < relayed
-	hot       map[int64]bool      // auctions to follow
+	stalled   map[int64]stall // auction -> its persisted position and since when it has not moved
+	hot       map[int64]bool  // auctions to follow
 	refreshed time.Time
 
 	// afterProduce, when set (tests), runs between produce and cursor
 	// advance; an error aborts the pass there.
 	afterProduce func(auctionID int64) error
+}
+
+// stall is an auction's persisted position as the relay last saw it.
+type stall struct {
+	pos   int64
+	since time.Time
 }
 
 // NewRelay returns a Relay that follows the hot auctions db lists, producing
@@ -88,7 +99,7 @@ func NewRelay(db Querier, rdb redis.UniversalClient, w Writer, cfg RelayConfig, 
 		cfg.Batch = 1000
 	}
 	if cfg.Refeed <= 0 {
-		cfg.Refeed = 15 * time.Second
+		cfg.Refeed = 5 * time.Second
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -100,10 +111,11 @@ func NewRelay(db Querier, rdb redis.UniversalClient, w Writer, cfg RelayConfig, 
 		cfg.Refresh = time.Second
 	}
 	return &Relay{db: db, rdb: rdb, w: w, cfg: cfg, metrics: newRelayMetrics(reg),
-		wake: make(chan struct{}, 1), lagging: make(map[int64]time.Time), hot: make(map[int64]bool)}
+		wake: make(chan struct{}, 1), stalled: make(map[int64]stall), hot: make(map[int64]bool)}
 }
 
-// Notify wakes the relay early: bids were just accepted on the auction.
+// Notify wakes the relay early: bids were just accepted on the auction. A
+// relay backing off after a failure finishes its back-off first.
 func (r *Relay) Notify(auctionID int64) {
 	r.mu.Lock()
 	r.hot[auctionID] = true
@@ -114,36 +126,17 @@ func (r *Relay) Notify(auctionID int64) {
 	}
 }
 
-// Run relays until ctx ends. When Kafka or Redis fails it backs off and
-// tries again; the logs keep the bids meanwhile.
+// Run relays until ctx ends, then returns nil. When Kafka, Redis or
+// PostgreSQL fails it backs off and tries again, for ever; the logs keep
+// the bids meanwhile.
 func (r *Relay) Run(ctx context.Context) error {
-	backoff := time.Duration(0)
-	for {
+	loop := retry.Loop{Task: "relay hot bids to Kafka", Interval: r.cfg.Interval, Wake: r.wake, Log: r.cfg.Log,
+		OnError: func(error) { r.metrics.errors.Inc() }}
+	loop.Run(ctx, func(ctx context.Context) (bool, error) {
 		n, err := r.RelayOnce(ctx)
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case err != nil:
-			r.metrics.errors.Inc()
-			backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
-			r.cfg.Log.Warn("relay pass failed; backing off", "err", err, "backoff", backoff)
-		default:
-			backoff = 0
-		}
-		if n > 0 && err == nil {
-			continue // more may be waiting
-		}
-		wait := r.cfg.Interval
-		if backoff > 0 {
-			wait = backoff
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-r.wake:
-		case <-time.After(wait):
-		}
-	}
+		return n > 0, err
+	})
+	return nil
 }
 
 // RelayOnce does one pass over the hot auctions and returns how many log
@@ -196,7 +189,14 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 	for i, v := range due {
 		entries := ranges[i].Val()
 		for _, e := range entries {
-			m, err := bidMessage(v.id, e)
+			b, err := LogBid(v.id, e)
+			if err != nil {
+				return 0, err
+			}
+			if b.Seq <= v.persisted {
+				continue // already in PostgreSQL
+			}
+			m, err := bidMessage(b)
 			if err != nil {
 				return 0, err
 			}
@@ -206,8 +206,10 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 			v.next = entries[len(entries)-1].ID
 		}
 	}
-	if err := r.w.WriteMessages(ctx, msgs...); err != nil {
-		return 0, fmt.Errorf("produce %d bids: %w", len(msgs), err)
+	if len(msgs) > 0 {
+		if err := r.w.WriteMessages(ctx, msgs...); err != nil {
+			return 0, fmt.Errorf("produce %d bids: %w", len(msgs), err)
+		}
 	}
 	for _, v := range due {
 		if r.afterProduce != nil {
@@ -219,14 +221,8 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 
 	pipe = r.rdb.Pipeline()
 	for _, v := range due {
-		k := KeysOf(v.id)
 		if v.next != "" {
-			setMaxIDScript.Eval(ctx, pipe, []string{k.Relayed}, v.next)
-		}
-		if v.persisted != zeroID {
-			// Entries before the persisted one are in PostgreSQL; keep that
-			// one so that the log never looks empty while bids exist.
-			pipe.XTrimMinID(ctx, k.Log, v.persisted.String())
+			setMaxIDScript.Eval(ctx, pipe, []string{KeysOf(v.id).Relayed}, v.next)
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -270,14 +266,16 @@ func (r *Relay) hotAuctions(ctx context.Context) ([]int64, error) {
 
 // logView is what the relay knows of one auction's log.
 type logView struct {
-	id                       int64
-	relayed, persisted, last streamID
-	lag                      float64 // seconds, in Redis time, from the cursor to the newest entry
-	next                     string  // cursor after this pass
+	id            int64
+	relayed, last streamID
+	lastSeq       int64   // seq of the newest entry
+	persisted     int64   // every bid up to this seq is in PostgreSQL
+	lag           float64 // seconds, in Redis time, from the cursor to the newest entry
+	next          string  // cursor after this pass
 }
 
-// look reads every auction's cursors, newest entry and status in one round
-// trip.
+// look reads every auction's cursor, persisted position and newest entry in
+// one round trip, and decides which auctions to re-feed.
 func (r *Relay) look(ctx context.Context, ids []int64) ([]*logView, error) {
 	type cmds struct {
 		relayed, persisted *redis.StringCmd
@@ -293,53 +291,82 @@ func (r *Relay) look(ctx context.Context, ids []int64) ([]*logView, error) {
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("read relay cursors: %w", err)
 	}
+	var refeed []*logView
 	views := make([]*logView, len(ids))
 	for i, id := range ids {
-		v := &logView{id: id}
+		v := &logView{id: id, persisted: persistedPosition(cs[i].persisted)}
 		var err error
 		if v.relayed, err = cursor(cs[i].relayed); err != nil {
 			return nil, fmt.Errorf("auction %d: %w", id, err)
 		}
-		if v.persisted, err = cursor(cs[i].persisted); err != nil {
-			return nil, fmt.Errorf("auction %d: %w", id, err)
-		}
 		if entries := cs[i].last.Val(); len(entries) == 1 {
-			if v.last, err = parseStreamID(entries[0].ID); err != nil {
+			last, err := LogBid(id, entries[0])
+			if err != nil {
+				return nil, err
+			}
+			if v.last, err = parseStreamID(last.StreamID); err != nil {
 				return nil, fmt.Errorf("auction %d: %w", id, err)
 			}
+			v.lastSeq = last.Seq
 		}
 		if v.relayed.before(v.last) {
 			v.lag = float64(v.last.ms-v.relayed.ms) / 1000
 		}
-		v.relayed = r.maybeRefeed(id, v.relayed, v.persisted)
+		if r.stalledTooLong(v) {
+			refeed = append(refeed, v)
+		}
 		views[i] = v
+	}
+	if len(refeed) > 0 {
+		// The relayed cursor must move back, which set_max_id.lua never
+		// does: drop it, and this pass reads the log from its start (trimmed
+		// up to about the persisted position), skipping what is persisted.
+		pipe := r.rdb.Pipeline()
+		for _, v := range refeed {
+			pipe.Del(ctx, KeysOf(v.id).Relayed)
+			v.relayed = zeroID
+			r.metrics.refeeds.Inc()
+			r.metrics.refeedBids.Add(float64(v.lastSeq - v.persisted))
+			r.cfg.Log.Warn("PostgreSQL lags the bid log: producing again from the persisted position",
+				"auction", v.id, "persisted_seq", v.persisted, "log_seq", v.lastSeq, "stalled_for", r.cfg.Refeed)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("reset relayed cursors: %w", err)
+		}
 	}
 	return views, nil
 }
 
-// maybeRefeed moves the relay back to the persisted position when the
-// persister has been behind the relay for longer than cfg.Refeed: Kafka has
-// probably lost what was produced (the persister's duplicates are harmless).
-func (r *Relay) maybeRefeed(id int64, relayed, persisted streamID) streamID {
+// stalledTooLong reports whether v's persisted position has stood still
+// behind its newest log entry for cfg.Refeed, and restarts the clock if so.
+func (r *Relay) stalledTooLong(v *logView) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !persisted.before(relayed) {
-		delete(r.lagging, id)
-		return relayed
+	if v.persisted >= v.lastSeq {
+		delete(r.stalled, v.id)
+		return false
 	}
-	since, ok := r.lagging[id]
-	if !ok {
-		r.lagging[id] = time.Now()
-		return relayed
+	s, ok := r.stalled[v.id]
+	now := time.Now() // how long this process has watched, never an auction decision
+	if !ok || s.pos != v.persisted {
+		r.stalled[v.id] = stall{pos: v.persisted, since: now}
+		return false
 	}
-	if time.Since(since) < r.cfg.Refeed {
-		return relayed
+	if now.Sub(s.since) < r.cfg.Refeed {
+		return false
 	}
-	delete(r.lagging, id)
-	r.metrics.refeeds.Inc()
-	r.cfg.Log.Warn("persisted position lags the relayed one: producing again from it",
-		"auction", id, "relayed", relayed.String(), "persisted", persisted.String())
-	return persisted
+	r.stalled[v.id] = stall{pos: v.persisted, since: now}
+	return true
+}
+
+// persistedPosition reads a persisted position as set_max_seq.lua keeps it;
+// none (or anything else) is 0.
+func persistedPosition(c *redis.StringCmd) int64 {
+	n, err := c.Int64()
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 func cursor(c *redis.StringCmd) (streamID, error) {
@@ -352,42 +379,18 @@ func cursor(c *redis.StringCmd) (streamID, error) {
 	return parseStreamID(c.Val())
 }
 
-// bidMessage turns a log entry (see shard/lua/bid_batch.lua) into a
-// bid-accepted message keyed by auction id.
-func bidMessage(auctionID int64, e redis.XMessage) (kafka.Message, error) {
-	num := func(f string) (int64, error) {
-		s, _ := e.Values[f].(string)
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("log entry %s: field %s = %q", e.ID, f, s)
-		}
-		return n, nil
-	}
-	var b bidgate.BidAccepted
-	var cents, atUs, endUs int64
-	var err error
-	for _, f := range []struct {
-		name string
-		dst  *int64
-	}{{"seq", &b.Seq}, {"bidder", &b.BidderID}, {"amount", &cents}, {"at_us", &atUs}, {"end_us", &endUs}} {
-		if *f.dst, err = num(f.name); err != nil {
-			return kafka.Message{}, err
-		}
-	}
-	b.AuctionID, b.StreamID = auctionID, e.ID
-	b.RequestID, _ = e.Values["req"].(string)
-	b.Amount = bidgate.FormatMoney(bidgate.FromCents(cents))
-	b.AcceptedAt, b.EndTime = time.UnixMicro(atUs).UTC(), time.UnixMicro(endUs).UTC()
+// bidMessage is a bid-accepted message keyed by auction id.
+func bidMessage(b bidgate.BidAccepted) (kafka.Message, error) {
 	v, err := json.Marshal(b)
 	if err != nil {
 		return kafka.Message{}, err
 	}
-	return kafka.Message{Key: []byte(strconv.FormatInt(auctionID, 10)), Value: v}, nil
+	return kafka.Message{Key: []byte(strconv.FormatInt(b.AuctionID, 10)), Value: v}, nil
 }
 
 type relayMetrics struct {
-	relayed, errors, refeeds prometheus.Counter
-	lag                      prometheus.Gauge
+	relayed, errors, refeeds, refeedBids prometheus.Counter
+	lag                                  prometheus.Gauge
 }
 
 func newRelayMetrics(reg prometheus.Registerer) *relayMetrics {
@@ -395,12 +398,14 @@ func newRelayMetrics(reg prometheus.Registerer) *relayMetrics {
 		relayed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_relay_bids_total", Help: "Hot bids produced to Kafka bid-accepted (duplicates included)."}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "bidgate_relay_errors_total", Help: "Relay passes that failed (Kafka or Redis)."}),
+			Name: "bidgate_relay_errors_total", Help: "Relay passes that failed (Kafka, Redis or PostgreSQL)."}),
 		refeeds: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "bidgate_relay_refeeds_total", Help: "Times the relay produced again from the persisted position."}),
+			Name: "bidgate_relay_refeeds_total", Help: "Times the relay produced an auction's log again from its persisted position."}),
+		refeedBids: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_relay_refeed_bids_total", Help: "Bids behind the persisted position when the relay re-fed (how much PostgreSQL lagged)."}),
 		lag: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "bidgate_relay_lag_seconds", Help: "Largest gap, in Redis time, between an auction's newest log entry and its relayed cursor."}),
 	}
-	reg.MustRegister(m.relayed, m.errors, m.refeeds, m.lag)
+	reg.MustRegister(m.relayed, m.errors, m.refeeds, m.refeedBids, m.lag)
 	return m
 }

@@ -109,9 +109,10 @@ func (s *Store) LockAuction(ctx context.Context, id int64) (bidgate.Auction, err
 	return a, nil
 }
 
-// SetHot flips an auction's mode to HOT.
+// SetHot flips an auction's mode to HOT. Its cold bids are all in
+// PostgreSQL already, so its persisted position starts at their count.
 func (s *Store) SetHot(ctx context.Context, id int64) error {
-	if _, err := s.DB.Exec(ctx, `UPDATE auction SET mode = 'HOT' WHERE id = $1`, id); err != nil {
+	if _, err := s.DB.Exec(ctx, `UPDATE auction SET mode = 'HOT', persisted_seq = bid_count WHERE id = $1`, id); err != nil {
 		return fmt.Errorf("mark auction %d hot: %w", id, err)
 	}
 	return nil

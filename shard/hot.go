@@ -191,6 +191,11 @@ func (h *hot) load(ctx context.Context, auctionID int64) error {
 	if err != nil {
 		return err
 	}
+	// The row counts bids only up to the first gap (persisted_seq); new
+	// bids must never reuse the seq of one that is there.
+	for _, b := range bids {
+		a.BidCount = max(a.BidCount, b.Seq)
+	}
 	_, err = writeState(ctx, h.rdb, a, bids, false)
 	return err
 }

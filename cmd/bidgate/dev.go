@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -16,7 +17,7 @@ import (
 	"time"
 
 	"bidgate/persist"
-	"bidgate/persist/kafka"
+	"bidgate/retry"
 )
 
 // devConfig is `bidgate dev`: a local cluster of node processes.
@@ -57,9 +58,11 @@ func envOr(name, def string) string {
 	return def
 }
 
-// dev runs the embedded Kafka broker in this process and the nodes as child
-// processes of this binary, all on loopback, until ctx ends; then it stops
-// them (SIGTERM, so they leave the cluster and drain) and waits.
+// dev runs the embedded Kafka broker and the nodes as child processes of
+// this binary, all on loopback, until ctx ends or a node exits; then it
+// stops the nodes (SIGTERM, so they leave the cluster and drain), then the
+// broker, and waits. The broker exiting stops nothing: the nodes keep
+// deciding bids, as they would in production.
 func dev(ctx context.Context, c devConfig) error {
 	db, err := persist.Open(ctx, c.PostgresURL, 2)
 	if err != nil {
@@ -70,11 +73,6 @@ func dev(ctx context.Context, c devConfig) error {
 	if err != nil {
 		return err
 	}
-	broker, err := kafka.StartEmbedded(c.KafkaPort, c.Partitions)
-	if err != nil {
-		return err
-	}
-	defer broker.Close()
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -82,10 +80,23 @@ func dev(ctx context.Context, c devConfig) error {
 	secret := make([]byte, 32)
 	_, _ = rand.Read(secret)
 
-	fmt.Printf("bidgate dev: %d nodes, Kafka at %s\n", c.Nodes, broker.Addrs()[0])
-	var procs []*devNode
+	// The broker is a process of its own, as in production: it can be
+	// restarted (and forgets everything) while the nodes keep running.
+	brokerAddr := "127.0.0.1:" + strconv.Itoa(c.KafkaPort)
 	var wg sync.WaitGroup
+	broker, err := startChild(self, "broker", &wg, nil, "broker", "--port", strconv.Itoa(c.KafkaPort),
+		"--partitions", strconv.Itoa(c.Partitions))
+	if err != nil {
+		return err
+	}
+	procs := []*devNode{broker}
+	if err := waitListening(ctx, brokerAddr, 10*time.Second); err != nil {
+		stopAll(procs)
+		return fmt.Errorf("the Kafka broker: %w", err)
+	}
+	fmt.Printf("bidgate dev: %d nodes, Kafka broker at %s (pid %d)\n", c.Nodes, brokerAddr, broker.cmd.Process.Pid)
 	seed := "127.0.0.1:" + strconv.Itoa(c.BasePort+200)
+	env := []string{"BIDGATE_CLUSTER_SECRET=" + hex.EncodeToString(secret)}
 	for i := range c.Nodes {
 		id := fmt.Sprintf("node%d", i+1)
 		args := []string{"serve",
@@ -93,7 +104,7 @@ func dev(ctx context.Context, c devConfig) error {
 			"--listen", fmt.Sprintf("127.0.0.1:%d", c.BasePort+i),
 			"--internal-listen", fmt.Sprintf("127.0.0.1:%d", c.BasePort+100+i),
 			"--gossip-port", strconv.Itoa(c.BasePort + 200 + i),
-			"--kafka", broker.Addrs()[0],
+			"--kafka", brokerAddr,
 			"--postgres-url", c.PostgresURL,
 			"--redis-addrs", c.RedisAddrs,
 			"--migrate=false",
@@ -101,41 +112,78 @@ func dev(ctx context.Context, c devConfig) error {
 		if i > 0 {
 			args = append(args, "--seeds", seed)
 		}
-		cmd := exec.Command(self, args...)
-		cmd.Env = append(os.Environ(), "BIDGATE_CLUSTER_SECRET="+hex.EncodeToString(secret))
-		out, _ := cmd.StdoutPipe()
-		cmd.Stderr = cmd.Stdout
-		if err := cmd.Start(); err != nil {
+		n, err := startChild(self, id, &wg, env, args...)
+		if err != nil {
 			stopAll(procs)
-			return fmt.Errorf("start %s: %w", id, err)
+			return err
 		}
-		n := &devNode{cmd: cmd, done: make(chan struct{})}
-		go func() { _ = cmd.Wait(); close(n.done) }()
 		procs = append(procs, n)
-		wg.Add(1)
-		go func() { defer wg.Done(); prefix(id, out) }()
 		fmt.Printf("  %s  http://127.0.0.1:%d  (internal :%d, gossip :%d, pid %d)\n",
-			id, c.BasePort+i, c.BasePort+100+i, c.BasePort+200+i, cmd.Process.Pid)
+			id, c.BasePort+i, c.BasePort+100+i, c.BasePort+200+i, n.cmd.Process.Pid)
 	}
 	fmt.Println("Ctrl-C stops them all.")
 
 	exited := make(chan string, len(procs))
-	for i, n := range procs {
-		go func() { <-n.done; exited <- fmt.Sprintf("node%d", i+1) }()
+	for _, n := range procs[1:] {
+		go func() { <-n.done; exited <- n.name }()
 	}
+	go func() {
+		<-broker.done
+		fmt.Fprintln(os.Stderr, "bidgate dev: the Kafka broker exited; the nodes go on without it")
+	}()
 	select {
 	case <-ctx.Done():
 	case id := <-exited:
 		fmt.Fprintf(os.Stderr, "bidgate dev: %s exited; stopping the others\n", id)
 	}
-	stopAll(procs)
+	stopAll(procs[1:])
+	stopAll(procs[:1])
 	wg.Wait()
 	return nil
 }
 
 type devNode struct {
+	name string
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited
+}
+
+// startChild runs this binary with args as a child process whose output is
+// printed with name in front of each line.
+func startChild(self, name string, wg *sync.WaitGroup, env []string, args ...string) (*devNode, error) {
+	cmd := exec.Command(self, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	n := &devNode{name: name, cmd: cmd, done: make(chan struct{})}
+	wg.Add(1)
+	go func() { defer wg.Done(); prefix(name, out) }()
+	go func() { _ = cmd.Wait(); close(n.done) }()
+	return n, nil
+}
+
+// waitListening waits until something accepts TCP connections on addr.
+// Nothing announces that across processes, so it dials, briefly, until
+// timeout.
+func waitListening(ctx context.Context, addr string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var d net.Dialer
+	for {
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			return conn.Close()
+		}
+		if !retry.Sleep(ctx, 50*time.Millisecond) {
+			return fmt.Errorf("nothing listening on %s after %s: %w", addr, timeout, err)
+		}
+	}
 }
 
 // stopAll asks every node to stop and kills those still running after 20s.

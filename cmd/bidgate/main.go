@@ -3,6 +3,7 @@
 //	bidgate serve     run a node (migrating the database first)
 //	bidgate dev       run a local cluster of nodes and an embedded Kafka broker
 //	bidgate migrate   apply database migrations and exit
+//	bidgate broker    run the embedded Kafka-protocol broker on its own
 package main
 
 import (
@@ -21,6 +22,7 @@ commands:
   serve     run a node: the HTTP API and the roles of --roles (applies migrations first)
   dev       run a local cluster of --nodes node processes (default 3) and an embedded Kafka broker
   migrate   apply database migrations and exit
+  broker    run the embedded Kafka-protocol broker (messages in memory) as a process of its own
 
 Run "bidgate <command> -h" for its flags.
 `
@@ -45,6 +47,10 @@ func main() {
 			}
 			return migrate(ctx, cfg)
 		}
+	case "broker":
+		var cfg brokerConfig
+		cfg, err = parseBrokerConfig(args)
+		run = func() error { return broker(ctx, cfg) }
 	case "dev":
 		var cfg devConfig
 		cfg, err = parseDevConfig(args)

@@ -22,6 +22,7 @@ import (
 	"bidgate/gateway"
 	"bidgate/persist"
 	"bidgate/persist/kafka"
+	"bidgate/retry"
 	"bidgate/ring"
 	"bidgate/shard"
 )
@@ -95,24 +96,30 @@ func serve(ctx context.Context, cfg config) error {
 	}
 	n.cleanup = append(n.cleanup, func() { n.rdb.Close() })
 	if cfg.Roles.needKafka() {
-		if err := n.connectKafka(ctx); err != nil {
+		if err := n.connectKafka(); err != nil {
 			return err
 		}
 	}
 
-	// Listen first: the ring advertises these addresses.
-	ln, err := net.Listen("tcp", cfg.Listen)
+	// A node takes connections only once it can serve them: it joins the
+	// cluster first (retrying unanswering seeds until stopped), then listens.
+	// Only a port of 0 (any free port) is bound before, to learn the port.
+	public, err := bindIfEphemeral(cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		return err
 	}
-	defer ln.Close()
-	inLn, err := net.Listen("tcp", cfg.InternalListen)
+	defer public.close()
+	internal, err := bindIfEphemeral(cfg.InternalListen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.InternalListen, err)
+		return err
 	}
-	defer inLn.Close()
-	members, err := n.joinRing(ctx, ln.Addr(), inLn.Addr())
+	defer internal.close()
+	members, err := n.joinRing(ctx, public.port, internal.port)
 	if err != nil {
+		if ctx.Err() != nil {
+			log.Info("stopped before joining the cluster")
+			return nil
+		}
 		return err
 	}
 	left := false
@@ -142,6 +149,11 @@ func serve(ctx context.Context, cfg config) error {
 	if cfg.Roles[rolePersister] {
 		p := n.persister()
 		g.Go(func() error { return p.Run(work) })
+		rec := persist.NewReconciler(n.db, n.rdb, persist.ReconcilerConfig{Log: log}, n.reg)
+		g.Go(func() error { return rec.Run(work) })
+	}
+	if cfg.Roles.needKafka() && cfg.Kafka != "" {
+		g.Go(func() error { n.createTopics(work); return nil })
 	}
 	if cfg.Roles[roleCloser] {
 		c := closer.New(n.db, n.rdb, closer.Config{Log: log}, n.reg)
@@ -168,6 +180,14 @@ func serve(ctx context.Context, cfg config) error {
 		log.Warn("no --operator-token: operator routes (promote) are open to every client")
 	}
 	srv := gateway.New(gw, auctions, n.ready, n.reg, log)
+	ln, err := public.listen()
+	if err != nil {
+		return err
+	}
+	inLn, err := internal.listen()
+	if err != nil {
+		return err
+	}
 	log.Info("bidgate serving", "node", cfg.NodeID, "addr", ln.Addr().String(), "internal", inLn.Addr().String(),
 		"gossip", members.Addr(), "roles", cfg.Roles.String())
 	served := make(chan error, 2)
@@ -214,8 +234,10 @@ func (n *node) ready(ctx context.Context) error {
 	return nil
 }
 
-// connectKafka uses the configured brokers, or starts the embedded one.
-func (n *node) connectKafka(ctx context.Context) error {
+// connectKafka uses the configured brokers, or starts the embedded one. It
+// never waits for a broker: the roles that use Kafka connect in the
+// background and retry, so a node decides bids whatever Kafka's state.
+func (n *node) connectKafka() error {
 	if n.cfg.Kafka == "" {
 		e, err := kafka.StartEmbedded(n.cfg.KafkaEmbeddedPort, n.cfg.KafkaPartitions)
 		if err != nil {
@@ -223,16 +245,34 @@ func (n *node) connectKafka(ctx context.Context) error {
 		}
 		n.cleanup = append(n.cleanup, e.Close)
 		n.brokers = e.Addrs()
-		n.log.Info("started the embedded Kafka broker (messages in memory; use --kafka for a real cluster)", "addr", n.brokers[0])
+		n.log.Warn("started the embedded Kafka broker: messages in memory only (use --kafka for a real cluster)", "addr", n.brokers[0])
 		return nil
 	}
 	n.brokers = strings.Split(n.cfg.Kafka, ",")
-	c, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := kafka.EnsureTopics(c, n.brokers, n.cfg.KafkaPartitions, n.cfg.KafkaReplication); err != nil {
-		return err
-	}
 	return nil
+}
+
+// createTopics creates bidgate's topics that Kafka lacks, retrying until it
+// has or ctx ends.
+func (n *node) createTopics(ctx context.Context) {
+	backoff := retry.Backoff{Max: 30 * time.Second}
+	failing := retry.Streak{Task: "create Kafka topics", Log: n.log}
+	for {
+		c, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := kafka.EnsureTopics(c, n.brokers, n.cfg.KafkaPartitions, n.cfg.KafkaReplication)
+		cancel()
+		if err == nil {
+			failing.Succeed()
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		failing.Fail(err, "brokers", n.brokers)
+		if !backoff.Wait(ctx) {
+			return
+		}
+	}
 }
 
 // bidRelay relays the hot auctions this node owns; a process without the
@@ -251,15 +291,16 @@ func (n *node) bidRelay(members *ring.Ring) *persist.Relay {
 }
 
 // joinRing joins the cluster (or starts one) and advertises this node's
-// public and internal addresses.
-func (n *node) joinRing(ctx context.Context, public, internal net.Addr) (*ring.Ring, error) {
+// public and internal ports. Unanswering seeds are retried, with back-off
+// and a log line each time, until ctx ends.
+func (n *node) joinRing(ctx context.Context, publicPort, internalPort int) (*ring.Ring, error) {
 	host := n.cfg.GossipAdvertise
 	if host == "" {
 		host = n.cfg.GossipBind
 	}
 	internalAddr := n.cfg.InternalAdvertise
 	if internalAddr == "" {
-		internalAddr = net.JoinHostPort(host, strconv.Itoa(internal.(*net.TCPAddr).Port))
+		internalAddr = net.JoinHostPort(host, strconv.Itoa(internalPort))
 	}
 	var key []byte
 	if n.cfg.ClusterKey != "" {
@@ -272,9 +313,7 @@ func (n *node) joinRing(ctx context.Context, public, internal net.Addr) (*ring.R
 	if n.cfg.Seeds != "" {
 		seeds = strings.Split(n.cfg.Seeds, ",")
 	}
-	c, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	return ring.Join(c, ring.Config{
+	return ring.Join(ctx, ring.Config{
 		NodeID:        n.cfg.NodeID,
 		BindAddr:      n.cfg.GossipBind,
 		BindPort:      n.cfg.GossipPort,
@@ -282,10 +321,55 @@ func (n *node) joinRing(ctx context.Context, public, internal net.Addr) (*ring.R
 		Seeds:         seeds,
 		SecretKey:     key,
 		InternalAddr:  internalAddr,
-		PublicAddr:    net.JoinHostPort(host, strconv.Itoa(public.(*net.TCPAddr).Port)),
+		PublicAddr:    net.JoinHostPort(host, strconv.Itoa(publicPort)),
 		Roles:         strings.Split(n.cfg.Roles.String(), ","),
 		Log:           n.log,
 	}, n.reg)
+}
+
+// endpoint is a listen address that is bound only when the node is ready to
+// serve on it, unless its port is 0 and it had to be bound to learn it.
+type endpoint struct {
+	addr string
+	port int
+	ln   net.Listener
+}
+
+func bindIfEphemeral(addr string) (*endpoint, error) {
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return nil, fmt.Errorf("listen address %q: bad port", addr)
+	}
+	e := &endpoint{addr: addr, port: port}
+	if port == 0 {
+		if e.ln, err = net.Listen("tcp", addr); err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", addr, err)
+		}
+		e.port = e.ln.Addr().(*net.TCPAddr).Port
+	}
+	return e, nil
+}
+
+// listen returns the endpoint's listener, binding it now if need be.
+func (e *endpoint) listen() (net.Listener, error) {
+	if e.ln == nil {
+		ln, err := net.Listen("tcp", e.addr)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", e.addr, err)
+		}
+		e.ln = ln
+	}
+	return e.ln, nil
+}
+
+func (e *endpoint) close() {
+	if e.ln != nil {
+		e.ln.Close()
+	}
 }
 
 func (n *node) outboxRelay() *closer.OutboxRelay {

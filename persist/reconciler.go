@@ -1,0 +1,313 @@
+package persist
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"bidgate"
+	"bidgate/retry"
+)
+
+//go:embed sql/hot_positions.sql
+var hotPositionsSQL string
+
+// ReconcilerConfig tunes a Reconciler. Zero values take the defaults.
+type ReconcilerConfig struct {
+	Interval time.Duration // between passes; default 1s
+	// RepairAfter is how old, in Redis time, the oldest bid missing from
+	// PostgreSQL may get before the reconciler writes it from the Redis log
+	// itself instead of waiting for Kafka. Default 10s.
+	RepairAfter time.Duration
+	Batch       int           // log entries read per auction per step; default 1000
+	Linger      time.Duration // how long after closing an auction is still checked; default 1h
+	Log         *slog.Logger
+}
+
+// Reconciler makes sure that every bid a hot auction accepted reaches
+// PostgreSQL, whatever Kafka did with it. For every hot auction that is
+// open or recently closed it compares Redis's seq with PostgreSQL's
+// persisted position (every bid up to it is in the bid table), writes the
+// missing bids from the auction's Redis log once the oldest of them is older
+// than RepairAfter, records the positions for the relay, and trims each log
+// up to its position. It exports how many bids are accepted but not yet in
+// PostgreSQL, and the age of the oldest: what an operator alerts on.
+//
+// Any number of reconcilers may run at once: writes go through WriteHotBids,
+// which skips bids already there and serializes per auction.
+type Reconciler struct {
+	db      *pgxpool.Pool
+	rdb     redis.UniversalClient
+	cfg     ReconcilerConfig
+	metrics *reconcilerMetrics
+}
+
+// NewReconciler returns a Reconciler with metrics on reg.
+func NewReconciler(db *pgxpool.Pool, rdb redis.UniversalClient, cfg ReconcilerConfig, reg prometheus.Registerer) *Reconciler {
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.RepairAfter <= 0 {
+		cfg.RepairAfter = 10 * time.Second
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 1000
+	}
+	if cfg.Linger <= 0 {
+		cfg.Linger = time.Hour
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Reconciler{db: db, rdb: rdb, cfg: cfg, metrics: newReconcilerMetrics(reg)}
+}
+
+// Run reconciles until ctx ends, then returns nil; failures back off and
+// retry.
+func (r *Reconciler) Run(ctx context.Context) error {
+	loop := retry.Loop{Task: "reconcile hot bids", Interval: r.cfg.Interval, Log: r.cfg.Log,
+		OnError: func(error) { r.metrics.errors.Inc() }}
+	loop.Run(ctx, func(ctx context.Context) (bool, error) {
+		res, err := r.ReconcileOnce(ctx)
+		return res.Repaired > 0, err
+	})
+	return nil
+}
+
+// Reconciliation is what one pass found and did.
+type Reconciliation struct {
+	Auctions    int           // hot auctions looked at
+	Unpersisted int64         // bids accepted in Redis and not yet in PostgreSQL
+	Oldest      time.Duration // age of the oldest of them, in Redis time
+	Repaired    int64         // bids this pass wrote to PostgreSQL from the logs
+	Missing     int64         // unpersisted bids the Redis logs no longer hold: lost
+}
+
+// logHead is one auction as a pass sees it.
+type logHead struct {
+	id        int64
+	persisted int64  // PostgreSQL's position
+	seq       int64  // Redis's: bids accepted
+	first     string // id of the first log entry past persisted; "" if not read
+	firstSeq  int64
+	firstUs   int64  // its acceptance time
+	trimTo    string // log entries before this id are persisted
+}
+
+// ReconcileOnce does one pass.
+func (r *Reconciler) ReconcileOnce(ctx context.Context) (Reconciliation, error) {
+	var res Reconciliation
+	rows, err := r.db.Query(ctx, hotPositionsSQL, int64(r.cfg.Linger/time.Second))
+	if err != nil {
+		return res, fmt.Errorf("list hot auctions: %w", err)
+	}
+	var heads []*logHead
+	var id, pos int64
+	if _, err := pgx.ForEachRow(rows, []any{&id, &pos}, func() error {
+		heads = append(heads, &logHead{id: id, persisted: pos})
+		return nil
+	}); err != nil {
+		return res, fmt.Errorf("list hot auctions: %w", err)
+	}
+	res.Auctions = len(heads)
+	if len(heads) == 0 {
+		r.metrics.observe(res)
+		return res, nil
+	}
+	now, err := r.look(ctx, heads)
+	if err != nil {
+		return res, err
+	}
+	var due []*logHead
+	for _, h := range heads {
+		if h.seq <= h.persisted {
+			continue
+		}
+		res.Unpersisted += h.seq - h.persisted
+		switch {
+		case h.first == "":
+			continue // the next pass reads further
+		case h.firstSeq > h.persisted+1:
+			res.Missing += h.firstSeq - h.persisted - 1
+			r.cfg.Log.Error("accepted bids are neither in PostgreSQL nor in the Redis log",
+				"auction", h.id, "persisted_seq", h.persisted, "first_log_seq", h.firstSeq)
+		}
+		age := time.Duration(now-h.firstUs) * time.Microsecond
+		res.Oldest = max(res.Oldest, age)
+		if age >= r.cfg.RepairAfter {
+			due = append(due, h)
+		}
+	}
+	if len(due) > 0 {
+		n, err := r.repair(ctx, due)
+		res.Repaired = n
+		if err != nil {
+			r.metrics.observe(res)
+			return res, err
+		}
+	}
+	err = r.record(ctx, heads)
+	r.metrics.observe(res)
+	return res, err
+}
+
+// look reads Redis's time and, per auction, its seq and the head of its
+// log, in one round trip; it returns Redis's time in microseconds.
+func (r *Reconciler) look(ctx context.Context, heads []*logHead) (int64, error) {
+	const headEntries = 64
+	pipe := r.rdb.Pipeline()
+	clock := pipe.Time(ctx)
+	seqs := make([]*redis.StringCmd, len(heads))
+	logs := make([]*redis.XMessageSliceCmd, len(heads))
+	for i, h := range heads {
+		k := KeysOf(h.id)
+		seqs[i] = pipe.HGet(ctx, k.State, "seq")
+		logs[i] = pipe.XRangeN(ctx, k.Log, "-", "+", headEntries)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return 0, fmt.Errorf("read bid logs: %w", err)
+	}
+	for i, h := range heads {
+		seq, err := seqs[i].Int64()
+		if errors.Is(err, redis.Nil) {
+			continue // no state in Redis: no hot bid to miss
+		}
+		if err != nil {
+			return 0, fmt.Errorf("auction %d: seq: %w", h.id, err)
+		}
+		h.seq = seq
+		for _, e := range logs[i].Val() {
+			b, err := LogBid(h.id, e)
+			if err != nil {
+				return 0, err
+			}
+			if b.Seq <= h.persisted {
+				sid, err := parseStreamID(e.ID)
+				if err != nil {
+					return 0, fmt.Errorf("auction %d: %w", h.id, err)
+				}
+				h.trimTo = streamID{sid.ms, sid.seq + 1}.String()
+				continue
+			}
+			h.first, h.firstSeq, h.firstUs = e.ID, b.Seq, b.AcceptedAt.UnixMicro()
+			break
+		}
+	}
+	return clock.Val().UnixMicro(), nil
+}
+
+// repair writes the unpersisted bids of the due auctions from their logs,
+// one transaction per step of up to cfg.Batch entries each, and returns how
+// many were new to PostgreSQL.
+func (r *Reconciler) repair(ctx context.Context, due []*logHead) (int64, error) {
+	var repaired int64
+	for len(due) > 0 {
+		pipe := r.rdb.Pipeline()
+		ranges := make([]*redis.XMessageSliceCmd, len(due))
+		for i, h := range due {
+			ranges[i] = pipe.XRangeN(ctx, KeysOf(h.id).Log, h.first, "+", int64(r.cfg.Batch))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return repaired, fmt.Errorf("read bid logs: %w", err)
+		}
+		var bids []bidgate.BidAccepted
+		var more []*logHead
+		for i, h := range due {
+			entries := ranges[i].Val()
+			for _, e := range entries {
+				b, err := LogBid(h.id, e)
+				if err != nil {
+					return repaired, err
+				}
+				bids = append(bids, b)
+			}
+			if len(entries) == r.cfg.Batch {
+				last, err := parseStreamID(entries[len(entries)-1].ID)
+				if err != nil {
+					return repaired, fmt.Errorf("auction %d: %w", h.id, err)
+				}
+				h.first = streamID{last.ms, last.seq + 1}.String()
+				more = append(more, h)
+			}
+		}
+		var positions map[int64]int64
+		var inserted int64
+		err := pgx.BeginFunc(ctx, r.db, func(tx pgx.Tx) (err error) {
+			positions, inserted, err = WriteHotBids(ctx, tx, bids)
+			return err
+		})
+		if err != nil {
+			return repaired, fmt.Errorf("write %d bids from the logs: %w", len(bids), err)
+		}
+		repaired += inserted
+		r.metrics.repaired.Add(float64(inserted))
+		if inserted > 0 {
+			r.cfg.Log.Warn("wrote bids missing from PostgreSQL from the Redis logs", "bids", inserted,
+				"auctions", len(due), "older_than", r.cfg.RepairAfter)
+		}
+		for _, h := range due {
+			if p, ok := positions[h.id]; ok {
+				h.persisted = p
+			}
+		}
+		due = more
+	}
+	return repaired, nil
+}
+
+// record publishes the persisted positions for the relay and trims each log
+// up to its position, in one round trip. Both only ever drop what
+// PostgreSQL holds, so a position read a moment ago is safe to use.
+func (r *Reconciler) record(ctx context.Context, heads []*logHead) error {
+	pipe := r.rdb.Pipeline()
+	for _, h := range heads {
+		if h.persisted == 0 {
+			continue
+		}
+		k := KeysOf(h.id)
+		setMaxSeqScript.Eval(ctx, pipe, []string{k.Persisted}, h.persisted)
+		if h.trimTo != "" {
+			pipe.XTrimMinID(ctx, k.Log, h.trimTo)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("record persisted positions: %w", err)
+	}
+	return nil
+}
+
+type reconcilerMetrics struct {
+	unpersisted, oldest, missing prometheus.Gauge
+	repaired, errors             prometheus.Counter
+}
+
+func newReconcilerMetrics(reg prometheus.Registerer) *reconcilerMetrics {
+	m := &reconcilerMetrics{
+		unpersisted: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bidgate_unpersisted_bids", Help: "Hot bids accepted in Redis and not yet in PostgreSQL, over all hot auctions (every reconciler reports the whole; alert on max)."}),
+		oldest: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bidgate_unpersisted_oldest_seconds", Help: "Age, in Redis time, of the oldest hot bid not yet in PostgreSQL."}),
+		missing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bidgate_unpersisted_lost_bids", Help: "Accepted hot bids neither in PostgreSQL nor in the Redis log any more: lost (should always be 0)."}),
+		repaired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_reconciler_repaired_bids_total", Help: "Hot bids the reconciler wrote to PostgreSQL from the Redis logs (Kafka lost or delayed them)."}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_reconciler_errors_total", Help: "Reconciler passes that failed (Redis or PostgreSQL)."}),
+	}
+	reg.MustRegister(m.unpersisted, m.oldest, m.missing, m.repaired, m.errors)
+	return m
+}
+
+func (m *reconcilerMetrics) observe(res Reconciliation) {
+	m.unpersisted.Set(float64(res.Unpersisted))
+	m.oldest.Set(res.Oldest.Seconds())
+	m.missing.Set(float64(res.Missing))
+}
