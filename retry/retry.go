@@ -80,7 +80,7 @@ type Streak struct {
 	Log      *slog.Logger
 	LogEvery time.Duration // default DefaultLogEvery
 
-	mu        sync.Mutex
+	mu         sync.Mutex
 	failures   int
 	since      time.Time
 	lastLog    time.Time
