@@ -76,7 +76,7 @@ func (c *Closer) closeHot(ctx context.Context) (closed int, full bool, err error
 				// the closer): the PostgreSQL row, with whatever the
 				// persister wrote to it, is the truth, and its end has
 				// passed by the database clock.
-				settle.add(a.id, a.price, a.leader, a.bidCount)
+				settle.add(a.id, a.price, a.leader, a.bidCount, a.endTime.UnixMicro())
 			case stateClosed:
 				if c.afterRedisClose != nil {
 					if err := c.afterRedisClose(a.id); err != nil {
@@ -91,7 +91,9 @@ func (c *Closer) closeHot(ctx context.Context) (closed int, full bool, err error
 					waiting++
 					continue
 				}
-				settle.add(a.id, bidgate.FromCents(o.price), o.leader, o.seq)
+				// Redis's end is the one that decided its bids; a log
+				// entry written above may carry an older, later end.
+				settle.add(a.id, bidgate.FromCents(o.price), o.leader, o.seq, o.endUs)
 			case stateRunning:
 				// Redis's clock (or an anti-sniping extension) says not yet.
 				// Moving the row's end makes it stop being due; an end that
@@ -110,7 +112,7 @@ func (c *Closer) closeHot(ctx context.Context) (closed int, full bool, err error
 		if len(settle.ids) == 0 {
 			return nil
 		}
-		rows, err = tx.Query(ctx, settleHotSQL, settle.ids, settle.prices, settle.leaders, settle.bidCounts)
+		rows, err = tx.Query(ctx, settleHotSQL, settle.ids, settle.prices, settle.leaders, settle.bidCounts, settle.endUs)
 		if err != nil {
 			return err
 		}
@@ -168,13 +170,15 @@ type settleArgs struct {
 	prices    []string
 	leaders   []*int64
 	bidCounts []int64
+	endUs     []int64
 }
 
-func (s *settleArgs) add(id int64, price decimal.Decimal, leader *int64, bidCount int64) {
+func (s *settleArgs) add(id int64, price decimal.Decimal, leader *int64, bidCount, endUs int64) {
 	s.ids = append(s.ids, id)
 	s.prices = append(s.prices, bidgate.FormatMoney(price))
 	s.leaders = append(s.leaders, leader)
 	s.bidCounts = append(s.bidCounts, bidCount)
+	s.endUs = append(s.endUs, endUs)
 }
 
 // extendArgs are the columns extend_hot.sql unnests.
