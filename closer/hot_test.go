@@ -207,3 +207,63 @@ func TestHotConcurrentClosers(t *testing.T) {
 		checkClosed(t, e.db, id, w.leader, w.price, w.bids)
 	}
 }
+
+// TestHotClosePersistsBidsFirst: a hot auction is settled only once
+// PostgreSQL holds every bid Redis accepted. Bids that Kafka never
+// delivered are written from the Redis log in the closing transaction; a
+// bid missing from both keeps the auction OPEN (Redis refuses bids
+// meanwhile) and is counted, rather than settled with a hole.
+func TestHotClosePersistsBidsFirst(t *testing.T) {
+	e := newEnv(t, 8, Config{})
+
+	a := e.newAuction(t, true, "100", 0)
+	for i, amount := range []string{"101", "102", "103", "104"} {
+		e.bid(t, a.ID, int64(i+1), amount)
+	}
+	e.setRedisEnd(t, a.ID, -time.Second)
+	e.endInPostgres(t, a.ID)
+	before := metricValue(t, e.reg, "bidgate_closer_persisted_bids_total")
+	if n, err := e.closer.CloseDue(ctx); err != nil || n != 1 {
+		t.Fatalf("closed %d: %v", n, err)
+	}
+	checkClosed(t, e.db, a.ID, ptr(4), "104.00", 4)
+	if got := count(t, e.db, `SELECT count(*) FROM bid WHERE auction_id = $1 AND seq BETWEEN 1 AND 4`, a.ID); got != 4 {
+		t.Fatalf("%d of 4 bids in PostgreSQL after the close", got)
+	}
+	if got := metricValue(t, e.reg, "bidgate_closer_persisted_bids_total") - before; got != 4 {
+		t.Fatalf("closer counted %v bids persisted at close, want 4", got)
+	}
+
+	lost := e.newAuction(t, true, "100", 0)
+	e.bid(t, lost.ID, 1, "101")
+	e.bid(t, lost.ID, 2, "102")
+	k := persist.KeysOf(lost.ID)
+	head, err := e.rdb.XRangeN(ctx, k.Log, "-", "+", 1).Result()
+	if err != nil || len(head) != 1 {
+		t.Fatalf("log head: %v %v", head, err)
+	}
+	if err := e.rdb.XDel(ctx, k.Log, head[0].ID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.setRedisEnd(t, lost.ID, -time.Second)
+	for pass := range 2 {
+		// The bid the closer persists carries the end it was accepted
+		// with, an hour away: this test moved Redis's end back by hand.
+		e.endInPostgres(t, lost.ID)
+		if n, err := e.closer.CloseDue(ctx); err != nil || n != 0 {
+			t.Fatalf("pass %d closed %d: %v", pass, n, err)
+		}
+	}
+	if r := readRow(t, e.db, lost.ID); r.status != bidgate.StatusOpen {
+		t.Fatalf("auction with a lost bid is %s, want OPEN", r.status)
+	}
+	if got := metricValue(t, e.reg, "bidgate_closer_unsettled_hot_auctions"); got != 1 {
+		t.Fatalf("bidgate_closer_unsettled_hot_auctions = %v, want 1", got)
+	}
+	if c := count(t, e.db, `SELECT count(*) FROM outbox WHERE aggregate_id = $1`, lost.ID); c != 0 {
+		t.Fatalf("%d outbox rows for an unsettled auction", c)
+	}
+	if _, err := e.shards.PlaceBid(ctx, bidRequest(lost.ID, 9, "1000")); !errors.Is(err, bidgate.ErrAuctionClosed) {
+		t.Fatalf("bid on the closed-in-Redis auction: %v, want %v", err, bidgate.ErrAuctionClosed)
+	}
+}

@@ -77,7 +77,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		OnError: func(error) { r.metrics.errors.Inc() }}
 	loop.Run(ctx, func(ctx context.Context) (bool, error) {
 		res, err := r.ReconcileOnce(ctx)
-		return res.Repaired > 0, err
+		return res.Repaired > 0 || res.TrimBacklog, err
 	})
 	return nil
 }
@@ -89,6 +89,9 @@ type Reconciliation struct {
 	Oldest      time.Duration // age of the oldest of them, in Redis time
 	Repaired    int64         // bids this pass wrote to PostgreSQL from the logs
 	Missing     int64         // unpersisted bids the Redis logs no longer hold: lost
+	// TrimBacklog: some log's head held nothing but persisted entries, so
+	// the next pass trims further at once.
+	TrimBacklog bool
 }
 
 // logHead is one auction as a pass sees it.
@@ -100,6 +103,7 @@ type logHead struct {
 	firstSeq  int64
 	firstUs   int64  // its acceptance time
 	trimTo    string // log entries before this id are persisted
+	trimAll   bool   // every entry read was persisted: more may follow
 }
 
 // ReconcileOnce does one pass.
@@ -125,6 +129,9 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (Reconciliation, error) 
 	now, err := r.look(ctx, heads)
 	if err != nil {
 		return res, err
+	}
+	for _, h := range heads {
+		res.TrimBacklog = res.TrimBacklog || h.trimAll
 	}
 	var due []*logHead
 	for _, h := range heads {
@@ -160,9 +167,10 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (Reconciliation, error) 
 }
 
 // look reads Redis's time and, per auction, its seq and the head of its
-// log, in one round trip; it returns Redis's time in microseconds.
+// log (up to cfg.Batch entries), in one round trip; it returns Redis's time
+// in microseconds.
 func (r *Reconciler) look(ctx context.Context, heads []*logHead) (int64, error) {
-	const headEntries = 64
+	headEntries := int64(r.cfg.Batch)
 	pipe := r.rdb.Pipeline()
 	clock := pipe.Time(ctx)
 	seqs := make([]*redis.StringCmd, len(heads))
@@ -184,7 +192,9 @@ func (r *Reconciler) look(ctx context.Context, heads []*logHead) (int64, error) 
 			return 0, fmt.Errorf("auction %d: seq: %w", h.id, err)
 		}
 		h.seq = seq
-		for _, e := range logs[i].Val() {
+		entries := logs[i].Val()
+		h.trimAll = len(entries) == int(headEntries)
+		for _, e := range entries {
 			b, err := LogBid(h.id, e)
 			if err != nil {
 				return 0, err
@@ -198,6 +208,7 @@ func (r *Reconciler) look(ctx context.Context, heads []*logHead) (int64, error) 
 				continue
 			}
 			h.first, h.firstSeq, h.firstUs = e.ID, b.Seq, b.AcceptedAt.UnixMicro()
+			h.trimAll = false
 			break
 		}
 	}

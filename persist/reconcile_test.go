@@ -1,0 +1,160 @@
+package persist_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"bidgate"
+	"bidgate/persist"
+)
+
+// The persisted position counts only bids with none missing before them,
+// whatever order they arrive in and however often.
+func TestPersistedPositionIsContiguous(t *testing.T) {
+	p := newPipeline(t)
+	a := p.hotAuction()
+	steps := []struct {
+		seqs []int64
+		want int64
+	}{
+		{[]int64{1, 2}, 2},
+		{[]int64{4, 5}, 2}, // 3 missing: the position waits
+		{[]int64{7}, 2},
+		{[]int64{3}, 5},    // the gap closes up to the next one
+		{[]int64{5, 4}, 5}, // again: nothing moves
+		{[]int64{6}, 7},
+	}
+	for _, s := range steps {
+		var bids []bidgate.BidAccepted
+		for _, seq := range s.seqs {
+			bids = append(bids, hotBid(a.ID, seq))
+		}
+		var got map[int64]int64
+		err := pgx.BeginFunc(context.Background(), p.db, func(tx pgx.Tx) (err error) {
+			got, _, err = persist.WriteHotBids(context.Background(), tx, bids)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pos, count int64
+		if err := p.db.QueryRow(context.Background(), `SELECT persisted_seq, bid_count FROM auction WHERE id = $1`, a.ID).Scan(&pos, &count); err != nil {
+			t.Fatal(err)
+		}
+		if got[a.ID] != s.want || pos != s.want || count != s.want {
+			t.Fatalf("after seqs %v: position %d (returned %d), bid_count %d; want %d", s.seqs, pos, got[a.ID], count, s.want)
+		}
+	}
+}
+
+func hotBid(auction, seq int64) bidgate.BidAccepted {
+	at := time.Now()
+	return bidgate.BidAccepted{AuctionID: auction, BidderID: 7, Amount: bidgate.FormatMoney(bidgate.FromCents(10000 + seq*100)),
+		RequestID: uuid.NewString(), Seq: seq, AcceptedAt: at, EndTime: at.Add(time.Hour)}
+}
+
+// The broker loses messages the relay produced (it restarts forgetting
+// everything) and nothing re-feeds them: the reconciler sees the bids
+// missing from PostgreSQL, reports them, writes them from the Redis log and
+// trims the log once PostgreSQL holds them.
+func TestReconcilerRepairsWhatKafkaLost(t *testing.T) {
+	p := newPipeline(t)
+	a := p.hotAuction()
+	relay := p.relay(persist.RelayConfig{Refeed: time.Hour})
+	accepted := p.bid(a.ID, 400, 100)
+	if _, err := relay.RelayOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p.broker.Close() // nobody read them
+	p.startBroker(p.port)
+	p.run(p.persister("persister").Run)
+
+	reg := prometheus.NewRegistry()
+	r := persist.NewReconciler(p.db, p.rdb, persist.ReconcilerConfig{RepairAfter: time.Nanosecond, Batch: 64}, reg)
+	res, err := r.ReconcileOnce(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Unpersisted != int64(len(accepted)) || res.Repaired != int64(len(accepted)) || res.Missing != 0 || res.Oldest <= 0 {
+		t.Fatalf("first pass: %+v; want %d unpersisted and repaired", res, len(accepted))
+	}
+	if v := gauge(t, reg, "bidgate_unpersisted_bids"); v != float64(len(accepted)) {
+		t.Fatalf("bidgate_unpersisted_bids = %v, want %d", v, len(accepted))
+	}
+	p.checkSame(a, accepted)
+
+	for pass := 0; pass == 0 || res.TrimBacklog; pass++ {
+		if pass > len(accepted)/64+1 {
+			t.Fatalf("still trimming after %d passes", pass)
+		}
+		if res, err = r.ReconcileOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res.Unpersisted != 0 || res.Repaired != 0 || res.Oldest != 0 {
+		t.Fatalf("second pass: %+v, want nothing to do", res)
+	}
+	if n := p.rdb.XLen(context.Background(), persist.KeysOf(a.ID).Log).Val(); n != 0 {
+		t.Fatalf("the log still holds %d persisted entries", n)
+	}
+	if v := gauge(t, reg, "bidgate_unpersisted_bids"); v != 0 {
+		t.Fatalf("bidgate_unpersisted_bids = %v after the repair", v)
+	}
+}
+
+// Bids neither in PostgreSQL nor in the Redis log are reported as lost,
+// not silently skipped, and the position does not move past them.
+func TestReconcilerReportsLostBids(t *testing.T) {
+	p := newPipeline(t)
+	a := p.hotAuction()
+	accepted := p.bid(a.ID, 50, 100)
+	k := persist.KeysOf(a.ID)
+	first, err := p.rdb.XRangeN(context.Background(), k.Log, "-", "+", 3).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.rdb.XDel(context.Background(), k.Log, first[0].ID, first[1].ID, first[2].ID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	r := persist.NewReconciler(p.db, p.rdb, persist.ReconcilerConfig{RepairAfter: time.Nanosecond}, reg)
+	for pass := range 2 {
+		res, err := r.ReconcileOnce(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Missing != 3 || res.Unpersisted != int64(len(accepted)) {
+			t.Fatalf("pass %d: %+v; want 3 missing of %d unpersisted", pass, res, len(accepted))
+		}
+	}
+	if v := gauge(t, reg, "bidgate_unpersisted_lost_bids"); v != 3 {
+		t.Fatalf("bidgate_unpersisted_lost_bids = %v, want 3", v)
+	}
+	var pos int64
+	if err := p.db.QueryRow(context.Background(), `SELECT persisted_seq FROM auction WHERE id = $1`, a.ID).Scan(&pos); err != nil {
+		t.Fatal(err)
+	}
+	if pos != 0 {
+		t.Fatalf("persisted_seq moved to %d past the lost bids", pos)
+	}
+}
+
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no gauge %s", name)
+	return 0
+}

@@ -1,0 +1,93 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// A failing pass is retried after its back-off however often the loop is
+// woken meanwhile: a dependency that is down is not hammered because bids
+// keep arriving.
+func TestLoopWakeDoesNotCutBackoff(t *testing.T) {
+	const window, min = 500 * time.Millisecond, 50 * time.Millisecond
+	for range 3 {
+		wake := make(chan struct{}, 1)
+		ctx, cancel := context.WithTimeout(context.Background(), window)
+		go func() {
+			for ctx.Err() == nil {
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			}
+		}()
+		var passes atomic.Int64
+		l := Loop{Task: "test", Wake: wake, Backoff: Backoff{Min: min, Max: min}, Log: quiet}
+		l.Run(ctx, func(context.Context) (bool, error) {
+			passes.Add(1)
+			return false, errors.New("down")
+		})
+		cancel()
+		// At most one pass per shortest back-off (min less its 25% jitter).
+		if most := int64(window/(min*3/4)) + 1; passes.Load() > most {
+			t.Fatalf("%d passes in %v with a %v back-off, want at most %d", passes.Load(), window, min, most)
+		}
+	}
+}
+
+// After a pass that worked and found nothing more, a wake-up starts the
+// next pass at once, without waiting the interval.
+func TestLoopWakesAfterSuccess(t *testing.T) {
+	wake := make(chan struct{}, 1)
+	passed := make(chan int, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l := Loop{Task: "test", Interval: time.Hour, Wake: wake, Log: quiet}
+		n := 0
+		l.Run(ctx, func(context.Context) (bool, error) {
+			n++
+			passed <- n
+			return false, nil
+		})
+	}()
+	for want := 1; want <= 3; want++ {
+		if got := <-passed; got != want {
+			t.Fatalf("pass %d, want %d", got, want)
+		}
+		if want < 3 {
+			wake <- struct{}{}
+		}
+	}
+	cancel()
+	<-done
+}
+
+// More work runs the next pass at once; failures log once per streak.
+func TestLoopMoreAndBackoffReset(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	results := []error{errors.New("a"), errors.New("b"), nil, nil}
+	var passes int
+	l := Loop{Task: "test", Interval: time.Hour, Backoff: Backoff{Min: time.Millisecond, Max: time.Millisecond}, Log: quiet}
+	l.Run(ctx, func(context.Context) (bool, error) {
+		i := passes
+		passes++
+		if i == len(results)-1 {
+			cancel()
+		}
+		return i < len(results)-1, results[i]
+	})
+	if passes != len(results) {
+		t.Fatalf("%d passes, want %d", passes, len(results))
+	}
+}
