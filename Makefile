@@ -18,7 +18,7 @@ run: db check-redis build
 
 ## run-one: a single node on :8080 with every role
 run-one: db check-redis build
-	bin/bidgate serve
+	bin/bidgate serve --dev-key .bidgate/dev-key.pem
 
 ## build: compile bin/bidgate
 build:

@@ -17,6 +17,10 @@ var (
 	ErrIdempotencyKeyReused = errors.New("idempotency key reused with a different bid")
 	ErrEndTimeOutOfRange    = errors.New("end time out of range")
 	ErrRateLimited          = errors.New("rate limited")
+	// ErrSubjectMismatch: a body names another user than the token's.
+	ErrSubjectMismatch = errors.New("subject mismatch")
+	// ErrSelfBidding: a seller bid on their own auction.
+	ErrSelfBidding = errors.New("seller bidding on own auction")
 	// ErrOverloaded: too many requests wait on one auction; retry shortly.
 	ErrOverloaded = errors.New("overloaded")
 )

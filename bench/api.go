@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"bidgate/auth"
 )
 
 // AuctionSpec is an auction the harness created, as it was at creation: the
@@ -49,11 +51,12 @@ type auctionAnswer struct {
 type api struct {
 	targets []Target
 	clients []*fasthttp.HostClient
+	tokens  *Tokens
 	next    atomic.Uint64
 }
 
-func newAPI(targets []Target, conns int) *api {
-	a := &api{targets: targets}
+func newAPI(targets []Target, conns int, tokens *Tokens) *api {
+	a := &api{targets: targets, tokens: tokens}
 	for _, t := range targets {
 		a.clients = append(a.clients, newHostClient(t, conns))
 	}
@@ -66,8 +69,12 @@ func (a *api) close() {
 	}
 }
 
-// call sends one request to target t (-1: the next one round-robin).
-func (a *api) call(t int, method, path string, body any, out any) (int, error) {
+// authorization is the request header bearer tokens go in.
+var authorization = []byte(fasthttp.HeaderAuthorization)
+
+// call sends one request to target t (-1: the next one round-robin), with
+// the Authorization header bearer ("Bearer <token>") unless it is nil.
+func (a *api) call(t int, method, path string, bearer []byte, body any, out any) (int, error) {
 	if t < 0 {
 		t = int((a.next.Add(1) - 1) % uint64(len(a.clients)))
 	}
@@ -76,6 +83,9 @@ func (a *api) call(t int, method, path string, body any, out any) (int, error) {
 	defer fasthttp.ReleaseResponse(resp)
 	req.SetRequestURI(a.targets[t].Base + path)
 	req.Header.SetMethod(method)
+	if bearer != nil {
+		req.Header.SetCanonical(authorization, bearer)
+	}
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
@@ -98,7 +108,7 @@ func (a *api) call(t int, method, path string, body any, out any) (int, error) {
 // ready checks GET /readyz on every target.
 func (a *api) ready() error {
 	for i, t := range a.targets {
-		status, err := a.call(i, fasthttp.MethodGet, "/readyz", nil, nil)
+		status, err := a.call(i, fasthttp.MethodGet, "/readyz", nil, nil, nil)
 		if err != nil {
 			return fmt.Errorf("bidgate at %s does not answer (is it running?): %w", t.Base, err)
 		}
@@ -109,14 +119,24 @@ func (a *api) ready() error {
 	return nil
 }
 
+// createAuction creates an auction as its seller (n.SellerID, with a sell
+// token for that user).
 func (a *api) createAuction(n newAuction) (AuctionSpec, error) {
+	bearer, err := a.tokens.Header(n.SellerID, auth.ScopeSell)
+	if err != nil {
+		return AuctionSpec{}, fmt.Errorf("create auction: %w", err)
+	}
 	var ans auctionAnswer
-	status, err := a.call(-1, fasthttp.MethodPost, "/auctions", n, &ans)
+	status, err := a.call(-1, fasthttp.MethodPost, "/auctions", bearer, n, &ans)
 	if err != nil {
 		return AuctionSpec{}, err
 	}
 	if status != fasthttp.StatusCreated {
-		return AuctionSpec{}, fmt.Errorf("create auction: %d %s: %s", status, ans.Code, ans.Detail)
+		err := fmt.Errorf("create auction: %d %s: %s", status, ans.Code, ans.Detail)
+		if status == fasthttp.StatusUnauthorized {
+			err = fmt.Errorf("%w (the nodes do not accept bidbench's tokens: give --key, --jwt-issuer and --jwt-audience of the issuer they trust)", err)
+		}
+		return AuctionSpec{}, err
 	}
 	return AuctionSpec{ID: ans.ID, Hot: ans.Hot, StartPrice: ans.StartPrice, MinIncrement: ans.MinIncrement,
 		OriginalEnd: ans.EndTime}, nil

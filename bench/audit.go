@@ -96,6 +96,7 @@ const (
 	CheckRedis          = "redis"
 	CheckRising         = "rising"
 	CheckIdempotency    = "idempotency"
+	CheckAuthorized     = "authorized"
 )
 
 const maxExamples = 5
@@ -188,6 +189,7 @@ func Audit(d Dataset) []Check {
 		checkRedis(ix),
 		checkRising(ix),
 		checkIdempotency(ix, d.Records),
+		checkAuthorized(d.Records),
 	}
 }
 
@@ -500,6 +502,24 @@ func checkIdempotency(ix *index, recs []Record) Check {
 					break
 				}
 			}
+		}
+	}
+	return c.done()
+}
+
+// The harness's own precondition (invariant 0: not one of the design's):
+// every bid got past authentication and authorization. A run whose bids
+// were refused for their token (401, 403 forbidden) or as a seller's own
+// (403 self_bidding) tested nothing, and the other checks would pass on it.
+func checkAuthorized(recs []Record) Check {
+	c := Check{ID: CheckAuthorized, Invariant: 0, Name: "no bid refused for its bearer token or as the seller's own (401, 403)"}
+	for _, r := range recs {
+		if r.Status == 0 {
+			continue // no answer
+		}
+		c.Checked++
+		if r.Status == 401 || r.Status == 403 {
+			c.fail("auction %d key %s, bidder %d: %d %s", r.AuctionID, r.Key, r.BidderID, r.Status, r.Code)
 		}
 	}
 	return c.done()

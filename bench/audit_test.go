@@ -124,8 +124,8 @@ func byID(checks []Check) map[string]Check {
 
 func TestAuditCleanDatasetPasses(t *testing.T) {
 	checks := Audit(cleanDataset())
-	if len(checks) != 10 {
-		t.Fatalf("%d checks, want 10", len(checks))
+	if len(checks) != 11 {
+		t.Fatalf("%d checks, want 11", len(checks))
 	}
 	for _, c := range checks {
 		if !c.Pass || c.Failed != 0 {
@@ -220,6 +220,16 @@ func TestAuditCatchesPlantedFaults(t *testing.T) {
 		{"an identical retry refused as a reused key", CheckIdempotency, func(d *Dataset) {
 			r := d.Records[4]
 			r.Outcome, r.Status, r.Code = OtherStatus, 422, "idempotency_key_reused"
+			d.Records = append(d.Records, r)
+		}},
+		{"a bid refused for its token", CheckAuthorized, func(d *Dataset) {
+			r := d.Records[0]
+			r.Key, r.Outcome, r.Status, r.Code, r.Seq = key(43), OtherStatus, 401, "unauthenticated", 0
+			d.Records = append(d.Records, r)
+		}},
+		{"a seller's own bid", CheckAuthorized, func(d *Dataset) {
+			r := d.Records[0]
+			r.Key, r.Outcome, r.Status, r.Code, r.Seq = key(44), OtherStatus, 403, "self_bidding", 0
 			d.Records = append(d.Records, r)
 		}},
 	} {

@@ -9,8 +9,10 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"strings"
 	"sync/atomic"
@@ -18,6 +20,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+
+	"bidgate/auth"
 )
 
 // Options are the settings every scenario shares.
@@ -26,6 +30,17 @@ type Options struct {
 	PostgresURL   string
 	RedisAddrs    string // comma-separated; several mean a Redis Cluster
 	RedisPassword string
+
+	// The harness mints its own bearer tokens (see Tokens): with Key, or
+	// else with the private key in KeyFile (default the dev cluster's,
+	// auth.DevKeyFile, relative to the working directory; "" for runs that
+	// send no request, limits), for Issuer and Audience (default the dev
+	// cluster's), valid for TokenTTL (default DefaultTokenTTL).
+	KeyFile  string
+	Key      *auth.SigningKey
+	Issuer   string
+	Audience string
+	TokenTTL time.Duration
 
 	Loader       LoaderConfig
 	DrainTimeout time.Duration // bound on waiting for the pipeline before the audit
@@ -48,6 +63,10 @@ func DefaultOptions() Options {
 		Targets:        "http://127.0.0.1:8080",
 		PostgresURL:    "postgres://postgres@127.0.0.1:5432/bidgate?sslmode=disable",
 		RedisAddrs:     "127.0.0.1:6379",
+		KeyFile:        auth.DevKeyFile,
+		Issuer:         auth.DevIssuer,
+		Audience:       auth.DevAudience,
+		TokenTTL:       DefaultTokenTTL,
 		Loader:         LoaderConfig{Workers: 512, Queue: 65536, Timeout: 10 * time.Second},
 		DrainTimeout:   60 * time.Second,
 		Limits:         true,
@@ -64,13 +83,14 @@ type Env struct {
 	db      *pgxpool.Pool
 	rdb     redis.UniversalClient
 	api     *api
+	tokens  *Tokens
 	seed    uint64
 	streams atomic.Uint64 // rng streams handed out
 	bidders bidders
 }
 
-// NewEnv checks that every address is on loopback, connects to PostgreSQL
-// and Redis, and checks that every target is ready.
+// NewEnv checks that every address is on loopback, loads the signing key,
+// connects to PostgreSQL and Redis, and checks that every target is ready.
 func NewEnv(ctx context.Context, opt Options) (*Env, error) {
 	if opt.Stderr == nil {
 		opt.Stderr = io.Discard
@@ -78,6 +98,21 @@ func NewEnv(ctx context.Context, opt Options) (*Env, error) {
 	targets, err := ParseTargets(ctx, opt.Targets)
 	if err != nil {
 		return nil, err
+	}
+	if opt.Key == nil && opt.KeyFile != "" {
+		if opt.Key, err = auth.LoadKey(opt.KeyFile); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("%w: bidbench signs its bearer tokens with the key the nodes trust; "+
+					"bidgate dev (make run) creates %s in the directory it runs from: run bidbench from there, or give --key", err, auth.DevKeyFile)
+			}
+			return nil, err
+		}
+	}
+	if opt.Issuer == "" {
+		opt.Issuer = auth.DevIssuer
+	}
+	if opt.Audience == "" {
+		opt.Audience = auth.DevAudience
 	}
 	addrs := strings.Split(opt.RedisAddrs, ",")
 	for _, a := range addrs {
@@ -88,7 +123,8 @@ func NewEnv(ctx context.Context, opt Options) (*Env, error) {
 	if err := CheckPostgresLoopback(ctx, opt.PostgresURL); err != nil {
 		return nil, err
 	}
-	e := &Env{opt: opt, targets: targets, seed: opt.Seed}
+	e := &Env{opt: opt, targets: targets, seed: opt.Seed,
+		tokens: NewTokens(opt.Key, opt.Issuer, opt.Audience, opt.TokenTTL)}
 	if e.seed == 0 {
 		e.seed = rand.Uint64()
 	}
@@ -114,16 +150,14 @@ func NewEnv(ctx context.Context, opt Options) (*Env, error) {
 		e.Close()
 		return nil, fmt.Errorf("reach Redis (%s): %w", opt.RedisAddrs, err)
 	}
-	e.api = newAPI(targets, 128)
+	e.api = newAPI(targets, 128, e.tokens)
 	if !opt.SkipReady {
 		if err := e.api.ready(); err != nil {
 			e.Close()
 			return nil, err
 		}
 	}
-	// Bidder ids start at a random point so that runs do not share token
-	// buckets.
-	e.bidders.base = 1_000_000 + int64(e.rng().Uint64()%1_000_000_000)*100
+	e.bidders.base = bidderBase(e.rng().Uint64())
 	return e, nil
 }
 
@@ -149,12 +183,28 @@ func (e *Env) rng() *rand.Rand {
 }
 
 func (e *Env) loader(ctx context.Context, rec *Recorder) *Loader {
-	return NewLoader(ctx, e.targets, e.opt.Loader, rec)
+	return NewLoader(ctx, e.targets, e.opt.Loader, rec, e.tokens)
 }
 
 func (e *Env) notef(format string, args ...any) {
 	fmt.Fprintf(e.opt.Stderr, "bidbench: "+format+"\n", args...)
 }
+
+// User ids. The auctions the harness creates (through the API or in SQL)
+// are sold by sellers 1..sellers; bidder ids are all above bidderFloor, so
+// no bidder ever bids on an auction of its own (bidgate refuses that: 403
+// self_bidding).
+const (
+	sellers     = 1000
+	bidderFloor = 1_000_000
+)
+
+// sellerID is the seller of the i-th auction a scenario creates.
+func sellerID(i int) int64 { return 1 + int64(i)%sellers }
+
+// bidderBase is where a run's bidder ids start (the first is base+1): at a
+// random point above bidderFloor, so that runs do not share token buckets.
+func bidderBase(r uint64) int64 { return bidderFloor + int64(r%1_000_000_000)*100 }
 
 // bidders hands out bidder ids round-robin from a pool, so that every
 // bidder bids at the same low rate and the per-bidder token bucket is not

@@ -80,6 +80,10 @@ func (l *Limit) finish(elapsed time.Duration, err error) Limit {
 	return *l
 }
 
+// limitBidder is the bidder of a limit's n-th bid: one of 1,000, none of
+// them a seller (the statements refuse a seller's own bid).
+func limitBidder(n int64) int64 { return bidderFloor + 1 + n%1000 }
+
 // redisLimit calls shard.BidBatchScript on a scratch hot auction (a
 // negative id, which no real auction has; its keys are deleted after) from
 // callers goroutines, batch bids per call, for dur.
@@ -94,9 +98,9 @@ func (e *Env) redisLimit(ctx context.Context, callers, batch int, dur time.Durat
 		return l.finish(0, err)
 	}
 	// The state bid_batch.lua reads: price 1000.00, increment 1.00, open for
-	// an hour, no anti-sniping.
+	// an hour, no anti-sniping, sold by a seller none of the bidders is.
 	err = e.rdb.HSet(ctx, keys[0], "price", 100000, "inc", 100, "end_us", now.Add(time.Hour).UnixMicro(),
-		"status", "OPEN", "window_us", 0, "by_us", 1_000_000, "seq", 0).Err()
+		"status", "OPEN", "window_us", 0, "by_us", 1_000_000, "seq", 0, "seller", sellerID(0)).Err()
 	if err != nil {
 		return l.finish(0, err)
 	}
@@ -119,7 +123,7 @@ func (e *Env) redisLimit(ctx context.Context, callers, batch int, dur time.Durat
 				n := next.Add(int64(batch)) - int64(batch)
 				args = args[:0]
 				for k := range int64(batch) {
-					args = append(args, uuid.NewString(), strconv.FormatInt(1+(n+k)%1000, 10), 100000+100*(n+k+1))
+					args = append(args, uuid.NewString(), strconv.FormatInt(limitBidder(n+k), 10), 100000+100*(n+k+1))
 				}
 				v, err := script.Run(ctx, e.rdb, keys, args...).Slice()
 				if err != nil {
@@ -201,7 +205,7 @@ func (e *Env) pgLimit(ctx context.Context, conns, auctions int, dur time.Duratio
 				amount := bidgate.FromCents(10000 + 100*k)
 				var seq int64
 				var at, end time.Time
-				err := pool.QueryRow(ctx, shard.ColdBidSQL(), scratch[a], 1+k%1000, amount, uuid.New()).Scan(&seq, &at, &end)
+				err := pool.QueryRow(ctx, shard.ColdBidSQL(), scratch[a], limitBidder(k), amount, uuid.New()).Scan(&seq, &at, &end)
 				switch {
 				case err == nil:
 					accepted.Add(1)

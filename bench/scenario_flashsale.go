@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"bidgate/auth"
 	"bidgate/persist"
 )
 
@@ -87,6 +88,11 @@ func (e *Env) FlashSale(ctx context.Context, c FlashSaleConfig) (*Result, error)
 	}
 	res.BidderRate = total / float64(res.Bidders)
 	e.bidders.reset(res.Bidders)
+	warm := time.Now()
+	if err := e.tokens.Warm(e.bidders.base, res.Bidders, auth.ScopeBid); err != nil {
+		return nil, err
+	}
+	e.notef("minted %d bidder tokens in %s", res.Bidders, time.Since(warm).Round(time.Millisecond))
 
 	// Cold auctions: most end hours from now; ColdEndShare of them inside
 	// the run, created last so their ends can be placed in it.
@@ -107,7 +113,7 @@ func (e *Env) FlashSale(ctx context.Context, c FlashSaleConfig) (*Result, error)
 	t0 := time.Now().Add(2 * time.Second)
 	var hot []AuctionSpec
 	for i := range c.Hot {
-		s, err := e.api.createAuction(newAuction{SellerID: 1, Title: fmt.Sprintf("bidbench flash-sale hot #%d", i+1),
+		s, err := e.api.createAuction(newAuction{SellerID: sellerID(i), Title: fmt.Sprintf("bidbench flash-sale hot #%d", i+1),
 			StartPrice: cents(hotStartCents), MinIncrement: cents(incCents),
 			EndTime: formatEnd(t0.Add(c.Duration * 3 / 4)), Hot: true,
 			ExtendWindowSeconds: int64(c.ExtendWindow / time.Second), ExtendBySeconds: int64(c.ExtendBy / time.Second)})
@@ -203,7 +209,7 @@ func (e *Env) createCold(ctx context.Context, c FlashSaleConfig, n int, first ti
 	}
 	return e.api.createMany(ctx, n, c.CreateConc, bar, func(i int) newAuction {
 		offset := time.Duration(float64(spread) * float64(i) / float64(n))
-		return newAuction{SellerID: int64(1 + i%1000), Title: fmt.Sprintf("bidbench flash-sale cold #%d", i+1),
+		return newAuction{SellerID: sellerID(i), Title: fmt.Sprintf("bidbench flash-sale cold #%d", i+1),
 			StartPrice: cents(coldStartCents), MinIncrement: cents(incCents), EndTime: formatEnd(first.Add(offset)),
 			ExtendWindowSeconds: int64(c.ExtendWindow / time.Second), ExtendBySeconds: int64(c.ExtendBy / time.Second)}
 	})

@@ -103,7 +103,7 @@ func (e *Env) ramp(ctx context.Context, name string, hot bool, c RampConfig) (*R
 	// The auction outlives the longest ramp; no anti-sniping, so its end
 	// stays put.
 	longest := time.Duration(c.MaxSteps) * (c.Step + time.Second)
-	spec, err := e.api.createAuction(newAuction{SellerID: 1, Title: "bidbench " + name, StartPrice: cents(start),
+	spec, err := e.api.createAuction(newAuction{SellerID: sellerID(0), Title: "bidbench " + name, StartPrice: cents(start),
 		MinIncrement: cents(incCents), EndTime: formatEnd(time.Now().Add(longest + time.Minute)), Hot: hot,
 		ExtendWindowSeconds: 0, ExtendBySeconds: 1})
 	if err != nil {

@@ -9,13 +9,14 @@ import (
 )
 
 // bulkSQL creates n cold auctions in one statement, with the columns
-// persist/sql/create_auction.sql writes. Every `every`-th auction ends at
+// persist/sql/create_auction.sql writes, sold by sellers 1..$12 (as
+// sellerID). Every `every`-th auction ends at
 // early + (its rank among those modulo spreadMs) ms; the others at late +
 // (g modulo spreadS) s. Both instants come from the database clock.
 const bulkSQL = `
 INSERT INTO auction (seller_id, title, start_price, current_price, min_increment,
                      mode, end_time, extend_window, extend_by)
-SELECT 1 + g % 1000, $1::text || ' #' || g::text, $2::numeric, $2::numeric, $3::numeric, 'COLD',
+SELECT 1 + g % $12::int, $1::text || ' #' || g::text, $2::numeric, $2::numeric, $3::numeric, 'COLD',
        CASE WHEN g % $4::int = 0
             THEN $5::timestamptz + ((g / $4::int) % $6::bigint) * INTERVAL '1 millisecond'
             ELSE $7::timestamptz + (g % $8::bigint) * INTERVAL '1 second' END,
@@ -46,7 +47,7 @@ func (e *Env) createSQL(ctx context.Context, b bulkAuctions) ([]AuctionSpec, err
 	}
 	rows, err := e.db.Query(ctx, bulkSQL, b.Title, b.StartPrice, b.MinIncrement, every,
 		b.Early, max(1, b.EarlySpread.Milliseconds()), b.Late, max(1, int64(b.LateSpread/time.Second)),
-		int64(b.ExtendWindow/time.Second), int64(b.ExtendBy/time.Second), b.N)
+		int64(b.ExtendWindow/time.Second), int64(b.ExtendBy/time.Second), b.N, sellers)
 	if err != nil {
 		return nil, fmt.Errorf("create %d auctions in PostgreSQL: %w", b.N, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"bidgate/auth"
 	"bidgate/persist/pgtest"
 )
 
@@ -52,14 +53,15 @@ func testRedisAddr() string {
 }
 
 // stack is a real bidgate process (every role, embedded Kafka) on a fresh
-// test database.
+// test database, trusting tokens signed by key (dev issuer and audience).
 type stack struct {
 	base, dbURL string
+	key         *auth.SigningKey
 }
 
 // startStack builds the real binary with the go on PATH, starts `bidgate
-// serve` on free loopback ports, waits for /readyz and stops it (SIGTERM,
-// then a bounded wait) when the test ends.
+// serve` on free loopback ports with a dev key of its own, waits for
+// /readyz and stops it (SIGTERM, then a bounded wait) when the test ends.
 func startStack(t *testing.T) stack {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
@@ -73,6 +75,12 @@ func startStack(t *testing.T) stack {
 	}
 	_ = pgtest.Redis(t) // fails the test clearly when Redis is not there
 	_, dbURL := pgtest.New(t, 2)
+	// The node's dev key, made here so that the harness has it too.
+	keyFile := filepath.Join(t.TempDir(), "dev-key.pem")
+	key, _, err := auth.LoadOrCreateKey(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cmd := exec.Command(bin, "serve",
@@ -82,6 +90,7 @@ func startStack(t *testing.T) stack {
 		"--kafka-embedded-port", fmt.Sprint(freePort(t)),
 		"--postgres-url", dbURL,
 		"--redis-addrs", testRedisAddr(),
+		"--dev-key", keyFile,
 		"--node-id", "bench-test",
 		"--log-level", "warn")
 	out := &lockedBuffer{}
@@ -131,7 +140,7 @@ func startStack(t *testing.T) stack {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return stack{base: base, dbURL: dbURL}
+	return stack{base: base, dbURL: dbURL, key: key}
 }
 
 // testWriter sends the harness's notes to the test log.

@@ -7,7 +7,8 @@
 // harness runs as root), its own Redis (AOF, appendfsync always), its own
 // Kafka-protocol broker (`bidgate broker`, messages in memory only) and
 // three `bidgate serve` nodes, all on loopback ports outside the kernel's
-// ephemeral range. The machine's own PostgreSQL (5432) and Redis (6379) are
+// ephemeral range. The nodes trust bearer tokens signed by a dev key made
+// in that directory (--dev-key), and the bench mints its tokens with it. The machine's own PostgreSQL (5432) and Redis (6379) are
 // never touched. The bidbench harness (package bench) offers 3 hot auctions
 // at 150 bids/s each and 100 bids/s over 2,000 cold ones, 5% retried with
 // the same Idempotency-Key; while it runs the scenario kills, stops or

@@ -26,6 +26,7 @@ func (s *stack) nodeArgs(n *node, seeds []string) []string {
 		"--redis-addrs", s.redisAddr(),
 		"--postgres-conns", "12",
 		"--migrate=false",
+		"--dev-key", s.devKey,
 	}
 	if len(seeds) > 0 {
 		args = append(args, "--seeds", strings.Join(seeds, ","))

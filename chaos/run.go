@@ -56,6 +56,7 @@ func runLoad(ctx context.Context, s *stack, sc scenario, logf func(string, ...an
 	notes := &noteWriter{logf: logf, trigger: []byte(loadAnnouncement), fired: announced}
 	opt := bench.DefaultOptions()
 	opt.Targets, opt.PostgresURL, opt.RedisAddrs = s.targets(), s.postgresURL(), s.redisAddr()
+	opt.Key = s.key // the nodes' --dev-key, with its issuer and audience (the defaults)
 	opt.Limits, opt.DrainTimeout, opt.Stderr = false, drainTimeout, notes
 	env, err := bench.NewEnv(ctx, opt)
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"bidgate/auth"
 )
 
 // Readiness bounds: how long a server may take to come up before the
@@ -32,6 +34,10 @@ type stack struct {
 
 	secret    string // BIDGATE_CLUSTER_SECRET: signs forwarded bids
 	gossipKey string // BIDGATE_CLUSTER_KEY: encrypts gossip
+	// devKey is the private key file every node trusts bearer tokens from
+	// (--dev-key); key is it loaded, for the bench to mint with.
+	devKey string
+	key    *auth.SigningKey
 
 	pg         *postgres
 	redis      *proc
@@ -68,8 +74,9 @@ const (
 	brokerReadyLine = "listening"
 )
 
-// newStack starts PostgreSQL, Redis, the broker and three nodes, each
-// waited for, and migrates the database first.
+// newStack creates the dev key the nodes trust, starts PostgreSQL, Redis,
+// the broker and three nodes, each waited for, and migrates the database
+// first.
 func newStack(ctx context.Context, bin string, nodes int, logf func(string, ...any)) (s *stack, err error) {
 	dir, err := os.MkdirTemp("", "bidgate-chaos-")
 	if err != nil {
@@ -85,6 +92,12 @@ func newStack(ctx context.Context, bin string, nodes int, logf func(string, ...a
 			err = errors.Join(err, s.close(context.WithoutCancel(ctx), false))
 		}
 	}()
+	// Created before any node starts, so that the nodes only read it and
+	// do not race to create it.
+	s.devKey = filepath.Join(dir, "dev-key.pem")
+	if s.key, _, err = auth.LoadOrCreateKey(s.devKey); err != nil {
+		return s, fmt.Errorf("the dev key: %w", err)
+	}
 	p, err := newPorts()
 	if err != nil {
 		return s, err

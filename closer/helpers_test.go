@@ -49,7 +49,7 @@ func newEnv(t testing.TB, conns int32, cfg Config) *env {
 func (e *env) newAuction(t testing.TB, hot bool, start string, window time.Duration) bidgate.Auction {
 	t.Helper()
 	a, err := e.shards.CreateAuction(ctx, bidgate.NewAuction{
-		SellerID: 7, Title: "closer test lot", StartPrice: decimal.RequireFromString(start),
+		SellerID: 9_000_007, Title: "closer test lot", StartPrice: decimal.RequireFromString(start),
 		MinIncrement: decimal.RequireFromString("1"), EndTime: time.Now().Add(time.Hour),
 		ExtendWindow: window, ExtendBy: time.Second, Hot: hot,
 	})

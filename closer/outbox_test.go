@@ -139,7 +139,8 @@ func TestOutboxRelayToKafka(t *testing.T) {
 	w := pkafka.NewWriter(broker.Addrs(), pkafka.TopicAuctionClosed)
 	defer w.Close()
 	reg := prometheus.NewRegistry()
-	relay := NewOutboxRelay(e.db, w, OutboxConfig{BatchSize: 40}, reg)
+	secret := []byte("cluster secret of the test")
+	relay := NewOutboxRelay(e.db, w, OutboxConfig{BatchSize: 40, Secret: secret}, reg)
 	var batches []int
 	for {
 		published, err := relay.PublishPending(ctx)
@@ -160,7 +161,16 @@ func TestOutboxRelayToKafka(t *testing.T) {
 	if left := unpublished(t, e.db); left != 1 {
 		t.Fatalf("%d rows left unpublished, want only the other topic's", left)
 	}
-	checkMessages(t, e.db, readTopic(t, broker.Addrs(), n))
+	msgs := readTopic(t, broker.Addrs(), n)
+	for _, m := range msgs {
+		if !pkafka.Verify(secret, m) {
+			t.Fatalf("event of auction %s: no valid signature (headers %v)", m.Key, m.Headers)
+		}
+		if forged := (kafka.Message{Topic: m.Topic, Key: m.Key, Value: append(m.Value, ' '), Headers: m.Headers}); pkafka.Verify(secret, forged) {
+			t.Fatal("a changed event verifies")
+		}
+	}
+	checkMessages(t, e.db, msgs)
 }
 
 // TestOutboxRelayKafkaFailures: while the writer fails, nothing is marked

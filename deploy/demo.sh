@@ -6,12 +6,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DURATION=${DURATION:-60s}
+# The key the nodes trust bearer tokens from (bidgate dev creates it if
+# missing) and bidbench signs its tokens with; both default to this path,
+# relative to the checkout's root.
+DEV_KEY=${DEV_KEY:-.bidgate/dev-key.pem}
 NODES=(http://127.0.0.1:8080 http://127.0.0.1:8081 http://127.0.0.1:8082)
 
 go build -o bin/bidgate ./cmd/bidgate
 go build -o bin/bidbench ./cmd/bidbench
 
-bin/bidgate dev --nodes 3 > bin/demo-cluster.log 2>&1 &
+bin/bidgate dev --nodes 3 --dev-key "$DEV_KEY" > bin/demo-cluster.log 2>&1 &
 cluster=$!
 trap 'kill -TERM $cluster 2>/dev/null; wait $cluster 2>/dev/null || true' EXIT
 
@@ -26,4 +30,4 @@ done
 echo "cluster ready (log: bin/demo-cluster.log); running a $DURATION flash sale"
 
 targets=$(IFS=,; echo "${NODES[*]}")
-bin/bidbench flash-sale --duration "$DURATION" --targets "$targets" "$@"
+bin/bidbench flash-sale --duration "$DURATION" --targets "$targets" --key "$DEV_KEY" "$@"

@@ -433,7 +433,7 @@ func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 func TestEndedAuctionClosesWithoutAnnouncement(t *testing.T) {
 	e := newEnv(t)
 	n := startNode(t, e.rdb, e.svc, Config{}, nodeOpts{tune: func(h *Hub) { h.endGrace = 200 * time.Millisecond }})
-	a, err := e.svc.CreateAuction(bg, bidgate.NewAuction{SellerID: 7, Title: "short lot", StartPrice: decimal.NewFromInt(100),
+	a, err := e.svc.CreateAuction(bg, bidgate.NewAuction{SellerID: 9_000_007, Title: "short lot", StartPrice: decimal.NewFromInt(100),
 		MinIncrement: decimal.NewFromInt(1), EndTime: time.Now().Add(time.Second), ExtendBy: time.Second})
 	if err != nil {
 		t.Fatal(err)

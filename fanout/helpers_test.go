@@ -304,7 +304,7 @@ func rawViewer(tb testing.TB, n *node, id int64) net.Conn {
 
 func createAuction(tb testing.TB, svc *shard.Service, hot bool) bidgate.Auction {
 	tb.Helper()
-	a, err := svc.CreateAuction(bg, bidgate.NewAuction{SellerID: 7, Title: "lot", StartPrice: decimal.NewFromInt(100),
+	a, err := svc.CreateAuction(bg, bidgate.NewAuction{SellerID: 9_000_007, Title: "lot", StartPrice: decimal.NewFromInt(100),
 		MinIncrement: decimal.NewFromInt(1), EndTime: time.Now().Add(time.Hour), Hot: hot,
 		ExtendWindow: bidgate.DefaultExtendWindow, ExtendBy: bidgate.DefaultExtendBy})
 	if err != nil {

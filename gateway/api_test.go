@@ -11,13 +11,16 @@ import (
 	"github.com/google/uuid"
 
 	"bidgate"
+	"bidgate/auth"
 	"bidgate/persist/pgtest"
 )
 
 func future(d time.Duration) string { return time.Now().Add(d).UTC().Format(time.RFC3339Nano) }
 
+// validAuction is a body of POST /auctions; the seller is the token's
+// subject, so sellerId is left out.
 func validAuction() map[string]any {
-	return map[string]any{"sellerId": 7, "title": "Vintage Leica M3", "startPrice": "1000",
+	return map[string]any{"title": "Vintage Leica M3", "startPrice": "1000",
 		"minIncrement": "10", "endTime": future(time.Hour)}
 }
 
@@ -32,18 +35,30 @@ func with(m map[string]any, kv ...any) map[string]any {
 	return m
 }
 
+// createAuction creates an auction of testSeller.
 func (s *testServer) createAuction(body map[string]any) int64 {
 	s.t.Helper()
-	r := s.do("POST", "/auctions", body)
+	return s.createAuctionAs(testSeller, body)
+}
+
+func (s *testServer) createAuctionAs(seller int64, body map[string]any) int64 {
+	s.t.Helper()
+	r := s.do("POST", "/auctions", body, as(s.t, seller, auth.ScopeSell)...)
 	if r.status != 201 {
 		s.t.Fatalf("create auction: %d %s", r.status, r.raw)
 	}
-	return int64(r.body["id"].(float64))
+	id, ok := r.body["id"].(float64)
+	if !ok {
+		s.t.Fatalf("create auction: no id in %s", r.raw)
+	}
+	return int64(id)
 }
 
-func (s *testServer) bid(auction int64, key string, body any) response {
+// bid places a bid with bidder's token (scope bid).
+func (s *testServer) bid(bidder, auction int64, key string, body any) response {
 	s.t.Helper()
-	return s.do("POST", fmt.Sprintf("/auctions/%d/bids", auction), body, "Idempotency-Key", key)
+	return s.do("POST", fmt.Sprintf("/auctions/%d/bids", auction), body,
+		append([]string{"Idempotency-Key", key}, as(s.t, bidder, auth.ScopeBid)...)...)
 }
 
 func wantProblem(t *testing.T, r response, status int, code string) {
@@ -64,7 +79,9 @@ func wantProblem(t *testing.T, r response, status int, code string) {
 func TestCreateAndGetAuction(t *testing.T) {
 	s, _ := startServer(t)
 	end := future(time.Hour)
-	r := s.do("POST", "/auctions", with(validAuction(), "endTime", end, "title", "  Leica  ", "extendWindowSeconds", 30, "extendBySeconds", 60))
+	// sellerId may be given when it is the token's subject.
+	r := s.do("POST", "/auctions", with(validAuction(), "sellerId", testSeller, "endTime", end, "title", "  Leica  ", "extendWindowSeconds", 30, "extendBySeconds", 60),
+		as(t, testSeller, auth.ScopeSell)...)
 	if r.status != 201 {
 		t.Fatalf("create: %d %s", r.status, r.raw)
 	}
@@ -79,7 +96,7 @@ func TestCreateAndGetAuction(t *testing.T) {
 	if err != nil || !gotEnd.Equal(wantEnd) || !strings.HasSuffix(g.body["endTime"].(string), "Z") {
 		t.Fatalf("endTime %v, want %s in UTC", g.body["endTime"], end)
 	}
-	want := map[string]any{"id": float64(id), "sellerId": float64(7), "title": "Leica", "currentPrice": "1000.00",
+	want := map[string]any{"id": float64(id), "sellerId": float64(testSeller), "title": "Leica", "currentPrice": "1000.00",
 		"minIncrement": "10.00", "leaderId": nil, "status": "OPEN", "hot": false, "bidCount": float64(0),
 		"extendWindowSeconds": float64(30), "extendBySeconds": float64(60)}
 	for k, v := range want {
@@ -97,22 +114,23 @@ func TestCreateAuctionRejectsBadInput(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"malformed JSON", `{"sellerId":`, 400, "malformed_json"},
+		{"malformed JSON", `{"title":`, 400, "malformed_json"},
 		{"empty body", ``, 400, "malformed_json"},
 		{"not an object", `[1,2]`, 400, "malformed_json"},
-		{"two objects", `{"sellerId":7} {}`, 400, "malformed_json"},
+		{"two objects", `{"title":"x"} {}`, 400, "malformed_json"},
 		{"unknown field", with(validAuction(), "reserve", "5"), 400, "malformed_json"},
 		{"missing title", with(validAuction(), "title", nil), 400, "invalid_title"},
 		{"blank title", with(validAuction(), "title", "   "), 400, "invalid_title"},
 		{"title of 201 characters", with(validAuction(), "title", strings.Repeat("é", 201)), 400, "invalid_title"},
 		{"title with NUL", with(validAuction(), "title", "a\x00b"), 400, "invalid_title"},
-		{"missing seller", with(validAuction(), "sellerId", nil), 400, "invalid_seller_id"},
-		{"negative seller", with(validAuction(), "sellerId", -1), 400, "invalid_seller_id"},
+		{"another seller", with(validAuction(), "sellerId", testSeller+1), 403, "subject_mismatch"},
+		{"negative seller", with(validAuction(), "sellerId", -1), 403, "subject_mismatch"},
+		{"seller as string", with(validAuction(), "sellerId", fmt.Sprint(testSeller)), 400, "malformed_json"},
 		{"fractional seller", with(validAuction(), "sellerId", 1.5), 400, "malformed_json"},
 		{"missing start price", with(validAuction(), "startPrice", nil), 400, "invalid_amount"},
 		{"negative start price", with(validAuction(), "startPrice", "-1"), 400, "malformed_json"},
 		{"three decimals", with(validAuction(), "startPrice", "2000.100"), 400, "malformed_json"},
-		{"exponent", `{"sellerId":7,"title":"x","startPrice":1e3,"minIncrement":"1","endTime":"` + future(time.Hour) + `"}`, 400, "malformed_json"},
+		{"exponent", `{"title":"x","startPrice":1e3,"minIncrement":"1","endTime":"` + future(time.Hour) + `"}`, 400, "malformed_json"},
 		{"NaN", with(validAuction(), "startPrice", "NaN"), 400, "malformed_json"},
 		{"over NUMERIC(14,2)", with(validAuction(), "startPrice", "1000000000000"), 400, "invalid_amount"},
 		{"zero increment", with(validAuction(), "minIncrement", "0"), 400, "invalid_amount"},
@@ -126,7 +144,7 @@ func TestCreateAuctionRejectsBadInput(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			wantProblem(t, s.do("POST", "/auctions", c.body), c.status, c.code)
+			wantProblem(t, s.do("POST", "/auctions", c.body, as(t, testSeller, auth.ScopeSell)...), c.status, c.code)
 		})
 	}
 	var n int
@@ -140,7 +158,8 @@ func TestBidStatuses(t *testing.T) {
 	id := s.createAuction(validAuction())
 
 	key := uuid.NewString()
-	r := s.bid(id, key, map[string]any{"bidderId": 42, "amount": 1250000})
+	// bidderId may be given when it is the token's subject.
+	r := s.bid(42, id, key, map[string]any{"amount": 1250000})
 	if r.status != 201 {
 		t.Fatalf("first bid: %d %s", r.status, r.raw)
 	}
@@ -157,36 +176,38 @@ func TestBidStatuses(t *testing.T) {
 	}
 
 	t.Run("replay is 200 with the same body", func(t *testing.T) {
-		again := s.bid(id, strings.ToUpper(key), map[string]any{"bidderId": 42, "amount": "1250000.00"})
+		again := s.bid(42, id, strings.ToUpper(key), map[string]any{"amount": "1250000.00"})
 		if again.status != 200 || again.raw != r.raw {
 			t.Fatalf("replay: %d %s, want 200 %s", again.status, again.raw, r.raw)
 		}
 	})
 	t.Run("reused key is 422", func(t *testing.T) {
-		wantProblem(t, s.bid(id, key, map[string]any{"bidderId": 42, "amount": 1260000}), 422, "idempotency_key_reused")
-		wantProblem(t, s.bid(id, key, map[string]any{"bidderId": 43, "amount": 1250000}), 422, "idempotency_key_reused")
+		wantProblem(t, s.bid(42, id, key, map[string]any{"amount": 1260000}), 422, "idempotency_key_reused")
+		// Another user's bid with the same key and amount: 422, never the
+		// first user's bid.
+		wantProblem(t, s.bid(43, id, key, map[string]any{"amount": 1250000}), 422, "idempotency_key_reused")
 	})
 	t.Run("too low is 409 with the price", func(t *testing.T) {
-		low := s.bid(id, uuid.NewString(), map[string]any{"bidderId": 43, "amount": "1250009.99"})
+		low := s.bid(43, id, uuid.NewString(), map[string]any{"amount": "1250009.99"})
 		wantProblem(t, low, 409, "bid_too_low")
 		if low.body["currentPrice"] != "1250000.00" || low.body["minimumBid"] != "1250010.00" {
 			t.Fatalf("too low body %s", low.raw)
 		}
 	})
 	t.Run("amount as string with decimals", func(t *testing.T) {
-		ok := s.bid(id, uuid.NewString(), map[string]any{"bidderId": 43, "amount": "1250010.5"})
+		ok := s.bid(43, id, uuid.NewString(), map[string]any{"amount": "1250010.5"})
 		if ok.status != 201 || ok.body["amount"] != "1250010.50" {
 			t.Fatalf("got %d %s", ok.status, ok.raw)
 		}
 	})
 	t.Run("unknown auction is 404", func(t *testing.T) {
-		wantProblem(t, s.bid(id+100, uuid.NewString(), map[string]any{"bidderId": 43, "amount": 5}), 404, "auction_not_found")
+		wantProblem(t, s.bid(43, id+100, uuid.NewString(), map[string]any{"amount": 5}), 404, "auction_not_found")
 		wantProblem(t, s.do("GET", fmt.Sprintf("/auctions/%d", id+100), nil), 404, "auction_not_found")
 	})
 	t.Run("ended auction is 409 closed", func(t *testing.T) {
 		short := s.createAuction(with(validAuction(), "endTime", future(1100*time.Millisecond), "extendWindowSeconds", 0))
 		pgtest.WaitForEnd(t, db, short)
-		wantProblem(t, s.bid(short, uuid.NewString(), map[string]any{"bidderId": 43, "amount": 5000}), 409, "auction_closed")
+		wantProblem(t, s.bid(43, short, uuid.NewString(), map[string]any{"amount": 5000}), 409, "auction_closed")
 	})
 }
 
@@ -194,7 +215,7 @@ func TestBidRejectsBadInput(t *testing.T) {
 	s, _ := startServer(t)
 	id := s.createAuction(validAuction())
 	path := fmt.Sprintf("/auctions/%d/bids", id)
-	good := map[string]any{"bidderId": 42, "amount": 1010}
+	good := map[string]any{"amount": 1010}
 	key := uuid.NewString()
 	cases := []struct {
 		name   string
@@ -211,30 +232,31 @@ func TestBidRejectsBadInput(t *testing.T) {
 		{"non-numeric id", "/auctions/abc/bids", []string{"Idempotency-Key", key}, good, "invalid_id", 400},
 		{"id overflow", "/auctions/99999999999999999999/bids", []string{"Idempotency-Key", key}, good, "invalid_id", 400},
 		{"zero id", "/auctions/0/bids", []string{"Idempotency-Key", key}, good, "invalid_id", 400},
-		{"malformed JSON", path, []string{"Idempotency-Key", key}, `{"bidderId":42,`, "malformed_json", 400},
-		{"unknown field", path, []string{"Idempotency-Key", key}, with(map[string]any{"x": 1}, "bidderId", 42, "amount", 1010), "malformed_json", 400},
-		{"missing amount", path, []string{"Idempotency-Key", key}, map[string]any{"bidderId": 42}, "invalid_amount", 400},
-		{"null amount", path, []string{"Idempotency-Key", key}, `{"bidderId":42,"amount":null}`, "malformed_json", 400},
-		{"zero amount", path, []string{"Idempotency-Key", key}, map[string]any{"bidderId": 42, "amount": 0}, "invalid_amount", 400},
-		{"negative amount", path, []string{"Idempotency-Key", key}, map[string]any{"bidderId": 42, "amount": -5}, "malformed_json", 400},
-		{"three decimals", path, []string{"Idempotency-Key", key}, `{"bidderId":42,"amount":1010.001}`, "malformed_json", 400},
-		{"exponent", path, []string{"Idempotency-Key", key}, `{"bidderId":42,"amount":1.01e3}`, "malformed_json", 400},
-		{"NaN", path, []string{"Idempotency-Key", key}, map[string]any{"bidderId": 42, "amount": "NaN"}, "malformed_json", 400},
-		{"over NUMERIC(14,2)", path, []string{"Idempotency-Key", key}, map[string]any{"bidderId": 42, "amount": "1000000000000.00"}, "invalid_amount", 400},
-		{"missing bidder", path, []string{"Idempotency-Key", key}, map[string]any{"amount": 1010}, "invalid_bidder_id", 400},
+		{"malformed JSON", path, []string{"Idempotency-Key", key}, `{`, "malformed_json", 400},
+		{"unknown field", path, []string{"Idempotency-Key", key}, map[string]any{"x": 1, "amount": 1010}, "malformed_json", 400},
+		{"missing amount", path, []string{"Idempotency-Key", key}, map[string]any{}, "invalid_amount", 400},
+		{"null amount", path, []string{"Idempotency-Key", key}, `{"amount":null}`, "malformed_json", 400},
+		{"zero amount", path, []string{"Idempotency-Key", key}, map[string]any{"amount": 0}, "invalid_amount", 400},
+		{"negative amount", path, []string{"Idempotency-Key", key}, map[string]any{"amount": -5}, "malformed_json", 400},
+		{"three decimals", path, []string{"Idempotency-Key", key}, `{"amount":1010.001}`, "malformed_json", 400},
+		{"exponent", path, []string{"Idempotency-Key", key}, `{"amount":1.01e3}`, "malformed_json", 400},
+		{"NaN", path, []string{"Idempotency-Key", key}, map[string]any{"amount": "NaN"}, "malformed_json", 400},
+		{"over NUMERIC(14,2)", path, []string{"Idempotency-Key", key}, map[string]any{"amount": "1000000000000.00"}, "invalid_amount", 400},
+		{"another bidder", path, []string{"Idempotency-Key", key}, map[string]any{"bidderId": 43, "amount": 1010}, "subject_mismatch", 403},
+		{"zero bidder", path, []string{"Idempotency-Key", key}, map[string]any{"bidderId": 0, "amount": 1010}, "subject_mismatch", 403},
 		{"bidder as string", path, []string{"Idempotency-Key", key}, map[string]any{"bidderId": "42", "amount": 1010}, "malformed_json", 400},
-		{"oversized body", path, []string{"Idempotency-Key", key}, `{"bidderId":42,"amount":1010,"pad":"` + strings.Repeat("a", 70<<10) + `"}`, "body_too_large", 413},
+		{"oversized body", path, []string{"Idempotency-Key", key}, `{"amount":1010,"pad":"` + strings.Repeat("a", 70<<10) + `"}`, "body_too_large", 413},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			wantProblem(t, s.do("POST", c.path, c.body, c.header...), c.status, c.code)
+			wantProblem(t, s.do("POST", c.path, c.body, append(c.header, as(t, 42, auth.ScopeBid)...)...), c.status, c.code)
 		})
 	}
 	// Nothing above changed the auction: the key is still fresh.
 	if g := s.do("GET", fmt.Sprintf("/auctions/%d", id), nil); g.body["bidCount"] != float64(0) {
 		t.Fatalf("auction changed by bad requests: %s", g.raw)
 	}
-	if r := s.bid(id, key, good); r.status != 201 {
+	if r := s.bid(42, id, key, good); r.status != 201 || r.body["bidderId"] != float64(42) {
 		t.Fatalf("good bid after the bad ones: %d %s", r.status, r.raw)
 	}
 }
@@ -259,8 +281,8 @@ func TestServerSurvivesPanicsAndOutages(t *testing.T) {
 	down := fmt.Errorf("read: %w", errors.Join(bidgate.ErrUnavailable, context.DeadlineExceeded))
 	s := serveOn(t, panicky{err: down}, func(context.Context) error { return errors.New("postgres down") })
 
-	wantProblem(t, s.do("POST", "/auctions", validAuction()), 500, "internal")
-	r := s.bid(1, uuid.NewString(), map[string]any{"bidderId": 1, "amount": 5})
+	wantProblem(t, s.do("POST", "/auctions", validAuction(), as(t, testSeller, auth.ScopeSell)...), 500, "internal")
+	r := s.bid(1, 1, uuid.NewString(), map[string]any{"amount": 5})
 	wantProblem(t, r, 503, "unavailable")
 	if r.header.Get("Retry-After") == "" {
 		t.Fatal("503 without Retry-After")
@@ -279,8 +301,8 @@ func TestRoutesAndMetrics(t *testing.T) {
 		t.Fatalf("readyz %d %s", r.status, r.raw)
 	}
 	id := s.createAuction(validAuction())
-	s.bid(id, uuid.NewString(), map[string]any{"bidderId": 1, "amount": 2000})
-	s.bid(id, uuid.NewString(), map[string]any{"bidderId": 1, "amount": 1})
+	s.bid(1, id, uuid.NewString(), map[string]any{"amount": 2000})
+	s.bid(1, id, uuid.NewString(), map[string]any{"amount": 1})
 
 	m := s.do("GET", "/metrics", nil)
 	for _, want := range []string{

@@ -7,10 +7,11 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"bidgate"
+	"bidgate/auth"
 )
 
 type createAuctionRequest struct {
-	SellerID            int64         `json:"sellerId"`
+	SellerID            *int64        `json:"sellerId"`
 	Title               *string       `json:"title"`
 	StartPrice          bidgate.Money `json:"startPrice"`
 	MinIncrement        bidgate.Money `json:"minIncrement"`
@@ -22,8 +23,12 @@ type createAuctionRequest struct {
 
 // toNewAuction checks presence and formats; bidgate.NewAuction.Validate
 // checks the values.
-func (r createAuctionRequest) toNewAuction() (bidgate.NewAuction, error) {
+func (r createAuctionRequest) toNewAuction(seller auth.Principal) (bidgate.NewAuction, error) {
 	switch {
+	case seller.UserID == 0 && r.SellerID == nil: // authentication is off
+		return bidgate.NewAuction{}, bidgate.InvalidInput("invalid_seller_id", "sellerId is required when authentication is off")
+	case seller.UserID != 0 && r.SellerID != nil && *r.SellerID != seller.UserID:
+		return bidgate.NewAuction{}, bidgate.ErrSubjectMismatch
 	case r.Title == nil:
 		return bidgate.NewAuction{}, bidgate.InvalidInput("invalid_title", "title is required")
 	case !r.StartPrice.Set:
@@ -38,7 +43,7 @@ func (r createAuctionRequest) toNewAuction() (bidgate.NewAuction, error) {
 		return bidgate.NewAuction{}, bidgate.InvalidInput("invalid_end_time", "endTime must be an RFC 3339 time such as 2030-01-02T15:04:05Z")
 	}
 	n := bidgate.NewAuction{
-		SellerID: r.SellerID, Title: *r.Title, StartPrice: r.StartPrice.Decimal,
+		SellerID: cmpOr(seller.UserID, r.SellerID), Title: *r.Title, StartPrice: r.StartPrice.Decimal,
 		// PostgreSQL keeps microseconds; truncating here makes that explicit.
 		MinIncrement: r.MinIncrement.Decimal, EndTime: end.Truncate(time.Microsecond), Hot: r.Hot,
 		ExtendWindow: bidgate.DefaultExtendWindow, ExtendBy: bidgate.DefaultExtendBy,
@@ -97,13 +102,13 @@ func newAuctionResponse(a bidgate.Auction) auctionResponse {
 }
 
 // createAuction serves POST /auctions.
-func (s *Server) createAuction(ctx *fasthttp.RequestCtx) {
+func (s *Server) createAuction(ctx *fasthttp.RequestCtx, seller auth.Principal) {
 	var req createAuctionRequest
 	if err := decodeJSON(ctx, &req); err != nil {
 		writeProblem(ctx, problemFor(err, s.log))
 		return
 	}
-	n, err := req.toNewAuction()
+	n, err := req.toNewAuction(seller)
 	if err != nil {
 		writeProblem(ctx, problemFor(err, s.log))
 		return
@@ -144,4 +149,13 @@ func (s *Server) watch(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	s.cfg.Viewers.ServeWS(ctx, id)
+}
+
+// cmpOr is the authenticated user, or with authentication off the one the
+// body names.
+func cmpOr(user int64, body *int64) int64 {
+	if user == 0 {
+		return *body
+	}
+	return user
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
+	"bidgate/auth"
 	"bidgate/shard"
 )
 
@@ -20,7 +21,9 @@ import (
 // a fixed number of concurrent clients, each bidding the next amount of a
 // shared rising sequence. It reports throughput, the share accepted and the
 // latency percentiles of all answers. Every request comes from a new bidder,
-// so the token bucket (default 5/s) runs but never limits.
+// so the token bucket (default 5/s) runs but never limits. Each carries its
+// bidder's bearer token, minted before the clock starts and verified by the
+// server on every request.
 func BenchmarkColdBid(b *testing.B) {
 	s, _ := startServerWith(b, shard.Config{PromoteRate: -1})
 	for _, clients := range []int{1, 8, 64} {
@@ -70,6 +73,7 @@ func batchStats(b *testing.B, reg *prometheus.Registry) histStats {
 // start+step, ... in issue order, each request as a new bidder.
 func runBidLoad(b *testing.B, base string, auction int64, clients int, start, step int64) {
 	client := &fasthttp.HostClient{Addr: strings.TrimPrefix(base, "http://"), MaxConns: clients}
+	auths := bidderTokens(b, b.N)
 	url := fmt.Sprintf("%s/auctions/%d/bids", base, auction)
 	var next, accepted, failed, limited atomic.Int64
 	latencies := make([][]time.Duration, clients)
@@ -92,7 +96,8 @@ func runBidLoad(b *testing.B, base string, auction int64, clients int, start, st
 				req.SetRequestURI(url)
 				req.Header.SetMethod("POST")
 				req.Header.Set("Idempotency-Key", uuid.NewString())
-				req.SetBodyString(fmt.Sprintf(`{"bidderId":%d,"amount":%d}`, n, start+step*n))
+				req.Header.Set("Authorization", auths[n])
+				req.SetBodyString(fmt.Sprintf(`{"amount":%d}`, start+step*n))
 				t := time.Now()
 				err := client.Do(req, resp)
 				latencies[g] = append(latencies[g], time.Since(t))
@@ -125,6 +130,16 @@ func runBidLoad(b *testing.B, base string, auction int64, clients int, start, st
 	if f := failed.Load(); f > 0 {
 		b.Fatalf("%d of %d bids failed (neither 201 nor 409)", f, b.N)
 	}
+}
+
+// bidderTokens is the Authorization header of bidders 1 to n, at index n.
+func bidderTokens(b *testing.B, n int) []string {
+	b.Helper()
+	auths := make([]string, n+1)
+	for i := 1; i <= n; i++ {
+		auths[i] = "Bearer " + token(b, int64(i), auth.ScopeBid)
+	}
+	return auths
 }
 
 func percentile(sorted []time.Duration, q float64) time.Duration {

@@ -9,10 +9,11 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"bidgate"
+	"bidgate/auth"
 )
 
 type bidRequest struct {
-	BidderID int64         `json:"bidderId"`
+	BidderID *int64        `json:"bidderId"` // optional: the bidder is the token's subject
 	Amount   bidgate.Money `json:"amount"`
 }
 
@@ -45,8 +46,10 @@ func idempotencyKey(ctx *fasthttp.RequestCtx) (uuid.UUID, error) {
 	return id, nil
 }
 
-// parseBid turns a request into a BidRequest, or an *InputError.
-func parseBid(ctx *fasthttp.RequestCtx) (bidgate.BidRequest, error) {
+// parseBid turns a request by bidder (0 when authentication is off: the
+// body names them) into a BidRequest, or an error: an *InputError,
+// ErrSubjectMismatch.
+func parseBid(ctx *fasthttp.RequestCtx, bidder int64) (bidgate.BidRequest, error) {
 	auctionID, err := pathID(ctx, "id")
 	if err != nil {
 		return bidgate.BidRequest{}, err
@@ -59,15 +62,29 @@ func parseBid(ctx *fasthttp.RequestCtx) (bidgate.BidRequest, error) {
 	if err := decodeJSON(ctx, &body); err != nil {
 		return bidgate.BidRequest{}, err
 	}
+	switch {
+	case bidder == 0 && body.BidderID == nil: // authentication is off
+		return bidgate.BidRequest{}, bidgate.InvalidInput("invalid_bidder_id", "bidderId is required when authentication is off")
+	case bidder == 0:
+		bidder = *body.BidderID
+	case body.BidderID != nil && *body.BidderID != bidder:
+		return bidgate.BidRequest{}, bidgate.ErrSubjectMismatch
+	}
 	if !body.Amount.Set {
 		return bidgate.BidRequest{}, bidgate.InvalidInput("invalid_amount", "amount is required")
 	}
-	r := bidgate.BidRequest{AuctionID: auctionID, BidderID: body.BidderID, Amount: body.Amount.Decimal, RequestID: key}
+	r := bidgate.BidRequest{AuctionID: auctionID, BidderID: bidder, Amount: body.Amount.Decimal, RequestID: key}
 	return r, r.Validate()
 }
 
-// placeBid serves POST /auctions/{id}/bids.
-func (s *Server) placeBid(ctx *fasthttp.RequestCtx) {
+// placeClientBid serves POST /auctions/{id}/bids: the bidder is the
+// token's subject.
+func (s *Server) placeClientBid(ctx *fasthttp.RequestCtx, p auth.Principal) {
+	s.placeBid(ctx, p.UserID)
+}
+
+// placeBid decides, or forwards to the auction's owner, a bid by bidder.
+func (s *Server) placeBid(ctx *fasthttp.RequestCtx, bidder int64) {
 	start := time.Now()
 	outcome := "invalid"
 	defer func() {
@@ -75,12 +92,12 @@ func (s *Server) placeBid(ctx *fasthttp.RequestCtx) {
 		s.metrics.bidDuration.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
 	}()
 
-	r, err := parseBid(ctx)
+	r, err := parseBid(ctx, bidder)
 	if err != nil {
 		writeProblem(ctx, problemFor(err, s.log))
 		return
 	}
-	if s.forward != nil && ctx.UserValue(forwardedKey) == nil && s.forward.forward(ctx, r.AuctionID) {
+	if s.forward != nil && ctx.UserValue(forwardedKey) == nil && s.forward.forward(ctx, r.AuctionID, r.BidderID) {
 		outcome = "forwarded"
 		return
 	}
@@ -115,15 +132,19 @@ func (s *Server) internalBid(ctx *fasthttp.RequestCtx) {
 		writeProblem(ctx, newProblem(fasthttp.StatusBadRequest, "bad_hop", "a forwarded bid carries X-Bidgate-Hop: 1"))
 		return
 	}
+	// The forwarding node verified the bidder's token and signed the
+	// subject into the request.
+	bidder, err := auth.ParseSubject(string(ctx.Request.Header.Peek(headerSubject)))
+	if err != nil {
+		writeProblem(ctx, newProblem(fasthttp.StatusBadRequest, "bad_subject", "a forwarded bid carries its bidder in "+headerSubject))
+		return
+	}
 	ctx.SetUserValue(forwardedKey, true)
-	s.placeBid(ctx)
+	s.placeBid(ctx, bidder)
 }
 
 // promote serves POST /auctions/{id}/promote, an operator's call.
-func (s *Server) promote(ctx *fasthttp.RequestCtx) {
-	if !s.operator(ctx) {
-		return
-	}
+func (s *Server) promote(ctx *fasthttp.RequestCtx, _ auth.Principal) {
 	id, err := pathID(ctx, "id")
 	if err != nil {
 		writeProblem(ctx, problemFor(err, s.log))
@@ -153,6 +174,8 @@ func bidOutcome(res bidgate.BidResult, err error) string {
 		return "closed"
 	case errors.Is(err, bidgate.ErrIdempotencyKeyReused):
 		return "key_reused"
+	case errors.Is(err, bidgate.ErrSubjectMismatch), errors.Is(err, bidgate.ErrSelfBidding):
+		return "forbidden"
 	case errors.Is(err, bidgate.ErrAuctionNotFound):
 		return "not_found"
 	case errors.As(err, &input):

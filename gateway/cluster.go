@@ -3,6 +3,7 @@ package gateway
 import (
 	"github.com/valyala/fasthttp"
 
+	"bidgate/auth"
 	"bidgate/ring"
 )
 
@@ -22,7 +23,7 @@ func (s *Server) newMemberResponse(m ring.Member) memberResponse {
 }
 
 // clusterMembers serves GET /cluster/members.
-func (s *Server) clusterMembers(ctx *fasthttp.RequestCtx) {
+func (s *Server) clusterMembers(ctx *fasthttp.RequestCtx, _ auth.Principal) {
 	members := s.cfg.Cluster.Members()
 	out := make([]memberResponse, len(members))
 	for i, m := range members {
@@ -33,7 +34,7 @@ func (s *Server) clusterMembers(ctx *fasthttp.RequestCtx) {
 
 // clusterOwner serves GET /cluster/owner/{id}: the node a bid on that
 // auction goes to, and the one it would be retried on.
-func (s *Server) clusterOwner(ctx *fasthttp.RequestCtx) {
+func (s *Server) clusterOwner(ctx *fasthttp.RequestCtx, _ auth.Principal) {
 	id, err := pathID(ctx, "id")
 	if err != nil {
 		writeProblem(ctx, problemFor(err, s.log))

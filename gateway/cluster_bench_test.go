@@ -37,6 +37,7 @@ func BenchmarkCluster(b *testing.B) {
 			for i, n := range nodes {
 				clients[i] = &fasthttp.HostClient{Addr: strings.TrimPrefix(n.base, "http://"), MaxConns: 64}
 			}
+			auths := bidderTokens(b, b.N)
 			var next atomic.Int64
 			lat := make([][]time.Duration, 64)
 			var wg sync.WaitGroup
@@ -63,7 +64,8 @@ func BenchmarkCluster(b *testing.B) {
 						req.SetRequestURI(fmt.Sprintf("http://%s/auctions/%d/bids", c.Addr, a))
 						req.Header.SetMethod("POST")
 						req.Header.Set("Idempotency-Key", uuid.NewString())
-						req.SetBodyString(fmt.Sprintf(`{"bidderId":%d,"amount":%d}`, n, 1010+10*n))
+						req.Header.Set("Authorization", auths[n])
+						req.SetBodyString(fmt.Sprintf(`{"amount":%d}`, 1010+10*n))
 						t0 := time.Now()
 						if err := c.Do(req, resp); err != nil || resp.StatusCode() >= 500 {
 							b.Errorf("bid: %v %d", err, resp.StatusCode())

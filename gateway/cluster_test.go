@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/shopspring/decimal"
 
+	"bidgate/auth"
 	"bidgate/persist"
 	"bidgate/persist/kafka"
 	"bidgate/persist/pgtest"
@@ -60,7 +61,7 @@ func startNode(t testing.TB, id string, db *pgxpool.Pool, rdb *redis.Client, see
 	}
 	reg := prometheus.NewRegistry()
 	a := shard.New(db, rdb, shard.Config{RateLimit: -1, PromoteRate: -1, Log: log}, reg)
-	srv := New(Config{NodeID: id, Cluster: r, ClusterSecret: clusterSecret}, a, db.Ping, reg, log)
+	srv := New(Config{NodeID: id, Cluster: r, ClusterSecret: clusterSecret, Auth: testVerifier(t)}, a, db.Ping, reg, log)
 	go func() { _ = srv.Serve(public) }()
 	go func() { _ = srv.ServeInternal(inner) }()
 	n := &testNode{testServer: &testServer{t: t, base: "http://" + public.Addr().String(), reg: reg},
@@ -122,33 +123,59 @@ func TestBidsAreServedByTheOwner(t *testing.T) {
 	nodes := []*testNode{n1, n2, n3}
 	converge(t, 3, nodes...)
 
-	servedBy := map[string]int{}
+	operator := as(t, 1, auth.ScopeOperator)
+	servedBy, forwarded := map[string]int{}, 0
 	for i := range 30 {
 		id := n1.createAuction(with(validAuction(), "hot", i%2 == 0))
 		owner, ok := n1.ring.Owner(id)
 		if !ok {
 			t.Fatal("no owner")
 		}
+		path := fmt.Sprintf("/auctions/%d/bids", id)
 		for j, n := range nodes {
-			r := n.bid(id, uuid.NewString(), map[string]any{"bidderId": j + 1, "amount": 1010 + 10*j})
+			// The bidder is the token's subject, on the node the bid
+			// entered and, when forwarded, on the owner that decides it.
+			bidder := int64(1000*(i+1) + j)
+			if i == 0 {
+				wantProblem(t, n.do("POST", path, map[string]any{"amount": 1010 + 10*j}, "Idempotency-Key", uuid.NewString()), 401, "unauthenticated")
+				wantProblem(t, n.do("POST", path, map[string]any{"bidderId": bidder + 1, "amount": 1010 + 10*j},
+					append([]string{"Idempotency-Key", uuid.NewString()}, as(t, bidder, auth.ScopeBid)...)...), 403, "subject_mismatch")
+			}
+			r := n.bid(bidder, id, uuid.NewString(), map[string]any{"amount": 1010 + 10*j})
 			if r.status != 201 {
 				t.Fatalf("bid through %s: %d %s", n.id, r.status, r.raw)
 			}
 			if got := r.header.Get(headerNode); got != owner.ID {
 				t.Fatalf("auction %d: bid through %s served by %q, owner is %s", id, n.id, got, owner.ID)
 			}
+			if r.body["bidderId"] != float64(bidder) {
+				t.Fatalf("auction %d: bid through %s as %d recorded for bidder %v", id, n.id, bidder, r.body["bidderId"])
+			}
+			if n.id != owner.ID {
+				forwarded++
+			}
 			servedBy[owner.ID]++
 		}
-		o := n2.do("GET", fmt.Sprintf("/cluster/owner/%d", id), nil)
-		if o.status != 200 || o.body["owner"].(map[string]any)["id"] != owner.ID {
-			t.Fatalf("GET /cluster/owner: %d %s, want %s", o.status, o.raw, owner.ID)
+		// The last bid, whatever node it entered, leads under its subject.
+		if g := n1.do("GET", fmt.Sprintf("/auctions/%d", id), nil); g.body["leaderId"] != float64(1000*(i+1)+2) {
+			t.Fatalf("auction %d: leader %v, want %d: %s", id, g.body["leaderId"], 1000*(i+1)+2, g.raw)
+		}
+		o := n2.do("GET", fmt.Sprintf("/cluster/owner/%d", id), nil, operator...)
+		if o.status != 200 {
+			t.Fatalf("GET /cluster/owner: %d %s", o.status, o.raw)
+		}
+		if got, _ := o.body["owner"].(map[string]any); got["id"] != owner.ID {
+			t.Fatalf("GET /cluster/owner: %s, want %s", o.raw, owner.ID)
 		}
 	}
 	if len(servedBy) != 3 {
 		t.Fatalf("30 auctions owned by %v: want all three nodes used", servedBy)
 	}
-	m := n3.do("GET", "/cluster/members", nil)
-	if m.status != 200 || len(m.body["members"].([]any)) != 3 {
+	if forwarded != 60 {
+		t.Fatalf("%d bids forwarded, want 60 (two of three nodes are not the owner)", forwarded)
+	}
+	m := n3.do("GET", "/cluster/members", nil, operator...)
+	if members, _ := m.body["members"].([]any); m.status != 200 || len(members) != 3 {
 		t.Fatalf("GET /cluster/members: %d %s", m.status, m.raw)
 	}
 	metrics := n1.do("GET", "/metrics", nil).raw
@@ -157,34 +184,68 @@ func TestBidsAreServedByTheOwner(t *testing.T) {
 	}
 }
 
+// The internal endpoint takes no bearer token: the forwarding node
+// authenticated the bidder and signed the subject into the request, so a
+// subject that the signature does not cover is refused.
 func TestInternalEndpointNeedsTheSignature(t *testing.T) {
 	db, _ := pgtest.New(t, 8)
 	n := startNode(t, "solo", db, pgtest.Redis(t))
 	id := n.createAuction(validAuction())
 	path := fmt.Sprintf("/auctions/%d/bids", id)
-	body := `{"bidderId":1,"amount":2000}`
+	body := `{"amount":2000}`
 	key := uuid.NewString()
-	post := func(header ...string) response {
-		inner := &testServer{t: t, base: "http://" + n.inner.Addr().String()}
-		return inner.do("POST", path, body, append([]string{"Idempotency-Key", key}, header...)...)
-	}
+	inner := &testServer{t: t, base: "http://" + n.inner.Addr().String()}
 	ts := fmt.Sprint(time.Now().Unix())
-	good := sign(clusterSecret, "POST", path, key, ts, []byte(body))
+	signed := func(secret []byte, ts, subject, body string) []string {
+		return []string{headerHop, "1", headerTimestamp, ts, headerSubject, subject,
+			headerSignature, sign(secret, "POST", path, key, ts, subject, []byte(body))}
+	}
+	swapped := signed(clusterSecret, ts, "1", body)
+	swapped[5] = "2" // the subject header, changed after signing
 	cases := []struct {
 		name   string
 		header []string
+		body   string
 		status int
+		code   string
 	}{
-		{"no signature", nil, 401},
-		{"wrong secret", []string{headerHop, "1", headerTimestamp, ts, headerSignature, sign([]byte("other"), "POST", path, key, ts, []byte(body))}, 401},
-		{"stale timestamp", []string{headerHop, "1", headerTimestamp, "1000", headerSignature, sign(clusterSecret, "POST", path, key, "1000", []byte(body))}, 401},
-		{"signature of another body", []string{headerHop, "1", headerTimestamp, ts, headerSignature, sign(clusterSecret, "POST", path, key, ts, []byte(`{}`))}, 401},
-		{"valid", []string{headerHop, "1", headerTimestamp, ts, headerSignature, good}, 201},
+		{"no signature", []string{headerHop, "1", headerSubject, "1"}, body, 401, "bad_signature"},
+		{"wrong secret", signed([]byte("other"), ts, "1", body), body, 401, "bad_signature"},
+		{"stale timestamp", signed(clusterSecret, "1000", "1", body), body, 401, "bad_signature"},
+		{"signature of another body", signed(clusterSecret, ts, "1", `{}`), body, 401, "bad_signature"},
+		{"subject swapped after signing", swapped, body, 401, "bad_signature"},
+		{"no subject", signed(clusterSecret, ts, "", body), body, 400, "bad_subject"},
+		{"subject not a user id", signed(clusterSecret, ts, "01", body), body, 400, "bad_subject"},
+		{"user token instead of a signature", as(t, 1, auth.ScopeBid), body, 401, "bad_signature"},
+		{"body names another bidder", signed(clusterSecret, ts, "1", `{"bidderId":2,"amount":2000}`), `{"bidderId":2,"amount":2000}`, 403, "subject_mismatch"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if r := post(c.header...); r.status != c.status {
-				t.Fatalf("got %d %s, want %d", r.status, r.raw, c.status)
+			wantProblem(t, inner.do("POST", path, c.body, append([]string{"Idempotency-Key", key}, c.header...)...), c.status, c.code)
+		})
+	}
+	// None of the above used the key; the signed subject is the bidder.
+	r := inner.do("POST", path, body, append([]string{"Idempotency-Key", key}, signed(clusterSecret, ts, "77", body)...)...)
+	if r.status != 201 || r.body["bidderId"] != float64(77) {
+		t.Fatalf("valid forwarded bid: %d %s, want 201 by bidder 77", r.status, r.raw)
+	}
+}
+
+// The cluster routes are operators' (API5, function-level authorization).
+func TestClusterRoutesNeedTheOperatorScope(t *testing.T) {
+	db, _ := pgtest.New(t, 4)
+	n := startNode(t, "solo", db, pgtest.Redis(t))
+	for _, path := range []string{"/cluster/members", "/cluster/owner/1"} {
+		t.Run(path, func(t *testing.T) {
+			r := n.do("GET", path, nil)
+			wantProblem(t, r, 401, "unauthenticated")
+			if h := r.header.Get("WWW-Authenticate"); !strings.HasPrefix(h, "Bearer") || strings.Contains(h, "error=") {
+				t.Fatalf("no token: WWW-Authenticate %q, want a Bearer challenge without error", h)
+			}
+			wantProblem(t, n.do("GET", path, nil, "Authorization", "Bearer garbage"), 401, "unauthenticated")
+			wantProblem(t, n.do("GET", path, nil, as(t, 1, auth.ScopeBid, auth.ScopeSell)...), 403, "forbidden")
+			if r := n.do("GET", path, nil, as(t, 1, auth.ScopeOperator)...); r.status != 200 {
+				t.Fatalf("operator: %d %s", r.status, r.raw)
 			}
 		})
 	}
@@ -239,6 +300,7 @@ func TestJoinAndCrashUnderLoad(t *testing.T) {
 	}
 	client := &http.Client{Timeout: 5 * time.Second}
 	for g := range 16 {
+		tok := token(t, int64(g+1), auth.ScopeBid) // minted here: t.Fatal only on the test's goroutine
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -249,9 +311,9 @@ func TestJoinAndCrashUnderLoad(t *testing.T) {
 					auction = cold
 				}
 				key := uuid.NewString()
-				body := fmt.Sprintf(`{"bidderId":%d,"amount":%d}`, g+1, 1010+10*n)
+				body := fmt.Sprintf(`{"amount":%d}`, 1010+10*n)
 				for attempt := int64(0); ; attempt++ {
-					status, err := postBid(client, pick(n+attempt).base, auction, key, body)
+					status, err := postBid(client, pick(n+attempt).base, auction, key, tok, body)
 					if err == nil && (status == 201 || status == 200) {
 						// 200: an earlier attempt, answered 503, got in.
 						mu.Lock()
@@ -341,14 +403,20 @@ func TestJoinAndCrashUnderLoad(t *testing.T) {
 	t.Logf("%d accepted (%d hot, %d cold), %d retried requests", len(accepted), want[hot], want[cold], failures.Load())
 }
 
-func postBid(c *http.Client, base string, auction int64, key, body string) (int, error) {
-	req, _ := http.NewRequest("POST", fmt.Sprintf("%s/auctions/%d/bids", base, auction), strings.NewReader(body))
+func postBid(c *http.Client, base string, auction int64, key, token, body string) (int, error) {
+	req, err := http.NewRequest("POST", fmt.Sprintf("%s/auctions/%d/bids", base, auction), strings.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
 	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := c.Do(req)
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return 0, err
+	}
 	return resp.StatusCode, nil
 }

@@ -26,7 +26,8 @@ const (
 	headerHop       = "X-Bidgate-Hop"
 	headerTimestamp = "X-Bidgate-Timestamp"
 	headerSignature = "X-Bidgate-Signature"
-	headerNode      = "X-Bidgate-Node" // the node that decided the bid
+	headerSubject   = "X-Bidgate-Subject" // the bidder, as the forwarding node authenticated them
+	headerNode      = "X-Bidgate-Node"    // the node that decided the bid
 )
 
 // signatureWindow bounds how old a signed request may be. It is a node
@@ -76,7 +77,7 @@ func newForwarder(cluster Cluster, secret []byte, timeout time.Duration, reg pro
 // the owner's answer into ctx. It returns false when this node should serve
 // the bid itself: it owns the auction, or the owner is unreachable and this
 // node is next in line. When neither owner answers it writes a 503.
-func (f *forwarder) forward(ctx *fasthttp.RequestCtx, auctionID int64) bool {
+func (f *forwarder) forward(ctx *fasthttp.RequestCtx, auctionID, bidder int64) bool {
 	self := f.cluster.Self().Name
 	owners := f.cluster.Owners(auctionID, 2)
 	if len(owners) == 0 {
@@ -86,7 +87,7 @@ func (f *forwarder) forward(ctx *fasthttp.RequestCtx, auctionID int64) bool {
 		if m.Name == self {
 			return false
 		}
-		if err := f.send(ctx, m); err == nil {
+		if err := f.send(ctx, m, bidder); err == nil {
 			if i > 0 {
 				f.forwarded.WithLabelValues("next_owner").Inc()
 			} else {
@@ -101,7 +102,7 @@ func (f *forwarder) forward(ctx *fasthttp.RequestCtx, auctionID int64) bool {
 	return true
 }
 
-func (f *forwarder) send(ctx *fasthttp.RequestCtx, to ring.Member) error {
+func (f *forwarder) send(ctx *fasthttp.RequestCtx, to ring.Member, bidder int64) error {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
@@ -112,9 +113,11 @@ func (f *forwarder) send(ctx *fasthttp.RequestCtx, to ring.Member) error {
 	req.Header.SetBytesV("Idempotency-Key", key)
 	req.SetBody(ctx.PostBody())
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	subject := strconv.FormatInt(bidder, 10)
 	req.Header.Set(headerHop, "1")
 	req.Header.Set(headerTimestamp, ts)
-	req.Header.Set(headerSignature, sign(f.secret, string(ctx.Method()), string(ctx.Path()), string(key), ts, ctx.PostBody()))
+	req.Header.Set(headerSubject, subject)
+	req.Header.Set(headerSignature, sign(f.secret, string(ctx.Method()), string(ctx.Path()), string(key), ts, subject, ctx.PostBody()))
 
 	start := time.Now()
 	err := f.client.Do(req, resp)
@@ -135,9 +138,9 @@ func (f *forwarder) send(ctx *fasthttp.RequestCtx, to ring.Member) error {
 
 // sign is the HMAC-SHA256, under the cluster secret, of everything a
 // forwarded bid carries.
-func sign(secret []byte, method, path, key, ts string, body []byte) string {
+func sign(secret []byte, method, path, key, ts, subject string, body []byte) string {
 	m := hmac.New(sha256.New, secret)
-	for _, part := range []string{method, path, key, ts} {
+	for _, part := range []string{method, path, key, ts, subject} {
 		m.Write([]byte(part))
 		m.Write([]byte{'\n'})
 	}
@@ -156,6 +159,6 @@ func verify(secret []byte, ctx *fasthttp.RequestCtx) bool {
 		return false
 	}
 	want := sign(secret, string(ctx.Method()), string(ctx.Path()),
-		string(ctx.Request.Header.Peek("Idempotency-Key")), ts, ctx.PostBody())
+		string(ctx.Request.Header.Peek("Idempotency-Key")), ts, string(ctx.Request.Header.Peek(headerSubject)), ctx.PostBody())
 	return hmac.Equal([]byte(want), ctx.Request.Header.Peek(headerSignature))
 }

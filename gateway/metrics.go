@@ -7,10 +7,11 @@ import (
 )
 
 type metrics struct {
-	requests    *prometheus.CounterVec
-	bids        *prometheus.CounterVec
-	bidDuration *prometheus.HistogramVec
-	panics      prometheus.Counter
+	requests     *prometheus.CounterVec
+	bids         *prometheus.CounterVec
+	bidDuration  *prometheus.HistogramVec
+	panics       prometheus.Counter
+	authFailures prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -33,7 +34,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Requests whose handler panicked (answered 500).",
 		}),
 	}
-	reg.MustRegister(m.requests, m.bids, m.bidDuration, m.panics)
+	m.authFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "bidgate_auth_failures_total",
+		Help: "Requests refused for a missing, malformed, expired or wrongly signed token.",
+	})
+	reg.MustRegister(m.requests, m.bids, m.bidDuration, m.panics, m.authFailures)
 	return m
 }
 

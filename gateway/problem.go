@@ -73,6 +73,11 @@ func problemFor(err error, log *slog.Logger) problem {
 		return newProblem(fasthttp.StatusNotFound, "auction_not_found", "no auction with this id")
 	case errors.Is(err, bidgate.ErrAuctionClosed):
 		return newProblem(fasthttp.StatusConflict, "auction_closed", "the auction has ended")
+	case errors.Is(err, bidgate.ErrSubjectMismatch):
+		return newProblem(fasthttp.StatusForbidden, "subject_mismatch",
+			"the request names another user than the bearer token's subject")
+	case errors.Is(err, bidgate.ErrSelfBidding):
+		return newProblem(fasthttp.StatusForbidden, "self_bidding", "a seller cannot bid on their own auction")
 	case errors.Is(err, bidgate.ErrIdempotencyKeyReused):
 		return newProblem(fasthttp.StatusUnprocessableEntity, "idempotency_key_reused",
 			"this Idempotency-Key was already used for a different bid on this auction")

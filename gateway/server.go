@@ -6,7 +6,6 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"bidgate"
+	"bidgate/auth"
 )
 
 // Auctions is what the gateway needs from the shard.
@@ -41,9 +41,16 @@ type Config struct {
 	ReadTimeout    time.Duration // default 10s
 	WriteTimeout   time.Duration // default 10s
 	IdleTimeout    time.Duration // keep-alive idle time; default 60s
-	// OperatorToken, when set, is required as "Authorization: Bearer <token>"
-	// on operator routes (promote). Empty leaves them open, for development.
-	OperatorToken string
+	// Auth verifies the bearer tokens that creating auctions, bidding and
+	// operator routes need. Nil accepts no token: those routes answer 401.
+	Auth Authenticator
+	// AuthOff skips authentication: every caller may do anything, as the
+	// user the request body names (development only).
+	AuthOff bool
+	// AuthFailureRate and AuthFailureBurst bound failed authentications per
+	// client address (then 429); default 20/s with a burst of 40.
+	AuthFailureRate  float64
+	AuthFailureBurst int
 	// OpsOnly serves only /healthz, /readyz and /metrics: for processes that
 	// run other roles than the gateway.
 	OpsOnly bool
@@ -85,42 +92,50 @@ func (c *Config) setDefaults() {
 	if c.ForwardTimeout <= 0 {
 		c.ForwardTimeout = 2 * time.Second
 	}
+	if c.AuthFailureRate <= 0 {
+		c.AuthFailureRate = 20
+	}
+	if c.AuthFailureBurst <= 0 {
+		c.AuthFailureBurst = 40
+	}
 }
 
 // Server serves the API.
 type Server struct {
-	cfg      Config
-	auctions Auctions
-	ready    func(context.Context) error
-	log      *slog.Logger
-	metrics  *metrics
-	forward  *forwarder // nil on a single node
-	http     *fasthttp.Server
-	internal *fasthttp.Server
+	cfg          Config
+	auctions     Auctions
+	ready        func(context.Context) error
+	log          *slog.Logger
+	metrics      *metrics
+	forward      *forwarder // nil on a single node
+	authFailures *failureLimiter
+	http         *fasthttp.Server
+	internal     *fasthttp.Server
 }
 
 // New builds a Server. ready reports whether the stores answer (GET /readyz);
 // metrics are registered on reg and served from it at GET /metrics.
 func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *prometheus.Registry, log *slog.Logger) *Server {
 	cfg.setDefaults()
-	s := &Server{cfg: cfg, auctions: auctions, ready: ready, log: log, metrics: newMetrics(reg)}
+	s := &Server{cfg: cfg, auctions: auctions, ready: ready, log: log, metrics: newMetrics(reg),
+		authFailures: newFailureLimiter(cfg.AuthFailureRate, cfg.AuthFailureBurst)}
 	if cfg.Cluster != nil {
 		s.forward = newForwarder(cfg.Cluster, cfg.ClusterSecret, cfg.ForwardTimeout, reg)
 	}
 
 	r := router.New()
 	if !cfg.OpsOnly {
-		r.POST("/auctions", s.route("create_auction", s.createAuction))
+		r.POST("/auctions", s.route("create_auction", s.authorized(auth.ScopeSell, s.createAuction)))
 		r.GET("/auctions/{id}", s.route("get_auction", s.getAuction))
-		r.POST("/auctions/{id}/bids", s.route("place_bid", s.placeBid))
-		r.POST("/auctions/{id}/promote", s.route("promote", s.promote))
+		r.POST("/auctions/{id}/bids", s.route("place_bid", s.authorized(auth.ScopeBid, s.placeClientBid)))
+		r.POST("/auctions/{id}/promote", s.route("promote", s.authorized(auth.ScopeOperator, s.promote)))
 	}
 	if cfg.Viewers != nil && !cfg.OpsOnly {
 		r.GET("/ws/auctions/{id}", s.route("ws_auction", s.watch))
 	}
 	if cfg.Cluster != nil {
-		r.GET("/cluster/members", s.route("cluster_members", s.clusterMembers))
-		r.GET("/cluster/owner/{id}", s.route("cluster_owner", s.clusterOwner))
+		r.GET("/cluster/members", s.route("cluster_members", s.authorized(auth.ScopeOperator, s.clusterMembers)))
+		r.GET("/cluster/owner/{id}", s.route("cluster_owner", s.authorized(auth.ScopeOperator, s.clusterOwner)))
 	}
 	r.GET("/healthz", s.route("healthz", func(ctx *fasthttp.RequestCtx) { writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ok"}) }))
 	r.GET("/readyz", s.route("readyz", s.readyz))
@@ -195,20 +210,6 @@ func (s *Server) transportError(ctx *fasthttp.RequestCtx, err error) {
 		return
 	}
 	writeProblem(ctx, newProblem(fasthttp.StatusBadRequest, "malformed_request", err.Error()))
-}
-
-// operator checks the operator token; on failure it has written the answer.
-func (s *Server) operator(ctx *fasthttp.RequestCtx) bool {
-	if s.cfg.OperatorToken == "" {
-		return true
-	}
-	want := "Bearer " + s.cfg.OperatorToken
-	if subtle.ConstantTimeCompare(ctx.Request.Header.Peek("Authorization"), []byte(want)) == 1 {
-		return true
-	}
-	ctx.Response.Header.Set("WWW-Authenticate", "Bearer")
-	writeProblem(ctx, newProblem(fasthttp.StatusUnauthorized, "unauthorized", "operator routes need Authorization: Bearer <operator token>"))
-	return false
 }
 
 func (s *Server) readyz(ctx *fasthttp.RequestCtx) {

@@ -6,17 +6,91 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"bidgate/auth"
 	"bidgate/persist/pgtest"
 	"bidgate/shard"
 )
+
+// The issuer and audience of the tests' tokens, and the seller of the
+// auctions they create: an id no test bids as, unless it tests self-bidding.
+const (
+	testIssuer         = "https://issuer.test/"
+	testAudience       = "bidgate-test"
+	testSeller   int64 = 9_000_007
+)
+
+// testKey signs the tokens every test server trusts by default.
+var testKey = sync.OnceValues(func() (*auth.SigningKey, error) { return auth.GenerateKey("EdDSA") })
+
+func signingKey(t testing.TB) *auth.SigningKey {
+	t.Helper()
+	k, err := testKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// testVerifier trusts tokens of testIssuer for testAudience signed by keys,
+// by default testKey.
+func testVerifier(t testing.TB, keys ...*auth.SigningKey) *auth.Verifier {
+	t.Helper()
+	if len(keys) == 0 {
+		keys = []*auth.SigningKey{signingKey(t)}
+	}
+	set, err := auth.JWKS(keys...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := auth.NewVerifier(context.Background(), auth.Config{JWKS: set, Issuer: testIssuer, Audience: testAudience})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+type tokenKey struct {
+	user   int64
+	scopes string
+}
+
+// tokens caches minted tokens: a signature costs tens of µs, and the load
+// tests and benchmarks send thousands of requests.
+var tokens sync.Map // tokenKey -> string
+
+// token is a valid bearer token of user with scopes, signed by testKey,
+// valid for an hour.
+func token(t testing.TB, user int64, scopes ...string) string {
+	t.Helper()
+	k := tokenKey{user, strings.Join(scopes, " ")}
+	if tok, ok := tokens.Load(k); ok {
+		return tok.(string)
+	}
+	tok, err := signingKey(t).Mint(auth.Token{Subject: user, Scopes: scopes, Issuer: testIssuer, Audience: testAudience,
+		Expires: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens.Store(k, tok)
+	return tok
+}
+
+// as is the Authorization header of user's token with scopes.
+func as(t testing.TB, user int64, scopes ...string) []string {
+	t.Helper()
+	return []string{"Authorization", "Bearer " + token(t, user, scopes...)}
+}
 
 // testServer is a real gateway on a loopback port, backed by a fresh database.
 type testServer struct {
@@ -33,9 +107,15 @@ func startServer(t testing.TB) (*testServer, *pgxpool.Pool) {
 
 func startServerWith(t testing.TB, cfg shard.Config) (*testServer, *pgxpool.Pool) {
 	t.Helper()
+	return startGateway(t, Config{}, cfg)
+}
+
+// startGateway serves a shard of cfg with the gateway configured by gw.
+func startGateway(t testing.TB, gw Config, cfg shard.Config) (*testServer, *pgxpool.Pool) {
+	t.Helper()
 	db, _ := pgtest.New(t, 32)
 	reg := prometheus.NewRegistry()
-	s := serveOn(t, shard.New(db, pgtest.Redis(t), cfg, reg), db.Ping)
+	s := serveWith(t, gw, shard.New(db, pgtest.Redis(t), cfg, reg), db.Ping)
 	s.reg = reg
 	return s, db
 }
@@ -44,8 +124,12 @@ func serveOn(t testing.TB, a Auctions, ready func(context.Context) error) *testS
 	return serveWith(t, Config{}, a, ready)
 }
 
+// serveWith serves a with cfg; without cfg.Auth the server trusts testKey.
 func serveWith(t testing.TB, cfg Config, a Auctions, ready func(context.Context) error) *testServer {
 	t.Helper()
+	if cfg.Auth == nil {
+		cfg.Auth = testVerifier(t)
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv := New(cfg, a, ready, prometheus.NewRegistry(), log)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -64,12 +148,18 @@ func serveWith(t testing.TB, cfg Config, a Auctions, ready func(context.Context)
 type response struct {
 	status int
 	header http.Header
-	body   map[string]any
+	body   map[string]any // a JSON answer's object
 	raw    string
 }
 
 // do sends a request; body is sent as is when it is a string, else as JSON.
+// header holds name, value pairs.
 func (s *testServer) do(method, path string, body any, header ...string) response {
+	s.t.Helper()
+	return s.doWith(http.DefaultClient, method, path, body, header...)
+}
+
+func (s *testServer) doWith(c *http.Client, method, path string, body any, header ...string) response {
 	s.t.Helper()
 	var r io.Reader
 	switch b := body.(type) {
@@ -77,7 +167,10 @@ func (s *testServer) do(method, path string, body any, header ...string) respons
 	case string:
 		r = bytes.NewBufferString(b)
 	default:
-		j, _ := json.Marshal(b)
+		j, err := json.Marshal(b)
+		if err != nil {
+			s.t.Fatalf("request body: %v", err)
+		}
 		r = bytes.NewReader(j)
 	}
 	req, err := http.NewRequest(method, s.base+path, r)
@@ -88,13 +181,21 @@ func (s *testServer) do(method, path string, body any, header ...string) respons
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.t.Fatalf("%s %s: reading the answer: %v", method, path, err)
+	}
 	out := response{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
-	_ = json.Unmarshal(raw, &out.body)
+	// JSON answers must parse; others (the metrics) stay raw.
+	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct == "application/json" || ct == "application/problem+json" {
+		if err := json.Unmarshal(raw, &out.body); err != nil {
+			s.t.Fatalf("%s %s: %d answer of type %s is not a JSON object: %v: %s", method, path, resp.StatusCode, ct, err, raw)
+		}
+	}
 	return out
 }

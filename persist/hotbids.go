@@ -21,16 +21,15 @@ var (
 	lockAuctionsSQL string
 	//go:embed sql/insert_bids.sql
 	insertBidsSQL string
-	//go:embed sql/raise_auctions.sql
-	raiseAuctionsSQL string
 	//go:embed sql/advance_persisted.sql
 	advancePersistedSQL string
 )
 
 // WriteHotBids writes hot bids to PostgreSQL inside tx: it locks their
-// auctions, inserts the bids (a bid already there is skipped, so any bid may
-// come any number of times), raises each auction row to its highest bid and
-// advances its persisted position over the bids now present without a gap.
+// auctions, inserts the bids an open hot auction could have accepted (a bid
+// already there is skipped, so any bid may come any number of times), raises
+// each auction row to its highest new bid and advances its persisted
+// position over the bids now present without a gap.
 // Every writer of hot bids goes through here: the persister (from Kafka),
 // the reconciler and the closer (from the Redis log).
 //
@@ -57,15 +56,11 @@ func WriteHotBids(ctx context.Context, tx pgx.Tx, bids []bidgate.BidAccepted) (p
 		return nil, 0, fmt.Errorf("lock auctions: %w", err)
 	}
 	if len(cols.auction) > 0 {
-		tag, err := tx.Exec(ctx, insertBidsSQL, cols.auction, cols.bidder, cols.amount, cols.request,
-			cols.seq, cols.accepted, cols.end)
+		var raised int64
+		err := tx.QueryRow(ctx, insertBidsSQL, cols.auction, cols.bidder, cols.amount, cols.request,
+			cols.seq, cols.accepted, cols.end).Scan(&inserted, &raised)
 		if err != nil {
 			return nil, 0, fmt.Errorf("insert bids: %w", err)
-		}
-		inserted = tag.RowsAffected()
-		top := cols.highestPerAuction()
-		if _, err := tx.Exec(ctx, raiseAuctionsSQL, top.auction, top.amount, top.bidder, top.end); err != nil {
-			return nil, 0, fmt.Errorf("raise auctions: %w", err)
 		}
 	}
 	rows, err = tx.Query(ctx, advancePersistedSQL, auctions)
@@ -105,23 +100,6 @@ func (c *bidColumns) add(b bidgate.BidAccepted) error {
 	c.amount, c.request = append(c.amount, amount), append(c.request, req)
 	c.accepted, c.end = append(c.accepted, b.AcceptedAt), append(c.end, b.EndTime)
 	return nil
-}
-
-// highestPerAuction keeps, per auction, the bid with the highest seq: the
-// highest amount, the latest end.
-func (c *bidColumns) highestPerAuction() bidColumns {
-	at := map[int64]int{}
-	for i, id := range c.auction {
-		if j, ok := at[id]; !ok || c.seq[i] > c.seq[j] {
-			at[id] = i
-		}
-	}
-	var top bidColumns
-	for _, i := range at {
-		top.auction, top.bidder, top.seq = append(top.auction, c.auction[i]), append(top.bidder, c.bidder[i]), append(top.seq, c.seq[i])
-		top.amount, top.end = append(top.amount, c.amount[i]), append(top.end, c.end[i])
-	}
-	return top
 }
 
 // LogBid reads one entry of a hot auction's Redis log (written by

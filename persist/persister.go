@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,8 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
+	"golang.org/x/time/rate"
 
 	"bidgate"
+	pkafka "bidgate/persist/kafka"
 	"bidgate/retry"
 )
 
@@ -36,7 +39,10 @@ type Reader interface {
 type PersisterConfig struct {
 	MaxBatch int           // messages per transaction; default 1000
 	MaxWait  time.Duration // how long a batch waits to fill after its first message; default 20ms
-	Log      *slog.Logger
+	// Secret verifies every message's signature (the cluster secret); a
+	// message that fails is dropped and counted. Empty verifies nothing.
+	Secret []byte
+	Log    *slog.Logger
 }
 
 // Persister writes the bids of bid-accepted to PostgreSQL, one transaction
@@ -53,6 +59,9 @@ type Persister struct {
 	r       Reader
 	cfg     PersisterConfig
 	metrics *persisterMetrics
+	// rejectLog logs dropped messages at most every 10 s: a flood of forged
+	// messages must not become a flood of log lines.
+	rejectLog rate.Sometimes
 
 	// afterInsert, when set (tests), runs after the transaction committed
 	// and before the offsets are; an error stops Run there.
@@ -70,7 +79,8 @@ func NewPersister(db *pgxpool.Pool, rdb redis.UniversalClient, r Reader, cfg Per
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Persister{db: db, rdb: rdb, r: r, cfg: cfg, metrics: newPersisterMetrics(reg)}
+	return &Persister{db: db, rdb: rdb, r: r, cfg: cfg, metrics: newPersisterMetrics(reg),
+		rejectLog: rate.Sometimes{Interval: 10 * time.Second}}
 }
 
 // Run persists batches until ctx ends, and returns nil then. Nothing stops
@@ -158,16 +168,22 @@ func (p *Persister) persist(ctx context.Context, msgs []kafka.Message) error {
 	start := time.Now()
 	bids := make([]bidgate.BidAccepted, 0, len(msgs))
 	for _, m := range msgs {
+		// A message no bidgate relay wrote is skipped, loudly, rather than
+		// written or left to block the partition for ever.
+		if !pkafka.Verify(p.cfg.Secret, m) {
+			p.reject("signature", m, errors.New("bad or missing signature"))
+			continue
+		}
 		var b bidgate.BidAccepted
 		err := json.Unmarshal(m.Value, &b)
 		if err == nil {
 			err = (&bidColumns{}).add(b)
 		}
+		if err == nil && string(m.Key) != strconv.FormatInt(b.AuctionID, 10) {
+			err = errors.New("key is not the bid's auction")
+		}
 		if err != nil {
-			// A message no bidgate relay writes: skip it, loudly, rather than
-			// block the partition for ever.
-			p.metrics.skipped.Inc()
-			p.cfg.Log.Error("skipping malformed bid-accepted message", "partition", m.Partition, "offset", m.Offset, "err", err)
+			p.reject("malformed", m, err)
 			continue
 		}
 		bids = append(bids, b)
@@ -194,6 +210,15 @@ func (p *Persister) persist(ctx context.Context, msgs []kafka.Message) error {
 	return nil
 }
 
+// reject counts a dropped message and logs it, rate-limited.
+func (p *Persister) reject(reason string, m kafka.Message, err error) {
+	p.metrics.rejected.WithLabelValues(reason).Inc()
+	p.rejectLog.Do(func() {
+		p.cfg.Log.Error("dropped bid-accepted messages bidgate did not write (logged at most every 10s; see bidgate_persister_rejected_messages_total)",
+			"reason", reason, "partition", m.Partition, "offset", m.Offset, "err", err)
+	})
+}
+
 // recordPersisted raises each auction's persisted position in Redis to what
 // PostgreSQL holds, in one round trip.
 func recordPersisted(ctx context.Context, rdb redis.UniversalClient, positions map[int64]int64) error {
@@ -209,7 +234,8 @@ func recordPersisted(ctx context.Context, rdb redis.UniversalClient, positions m
 }
 
 type persisterMetrics struct {
-	persisted, skipped       prometheus.Counter
+	persisted                prometheus.Counter
+	rejected                 *prometheus.CounterVec
 	errors                   *prometheus.CounterVec
 	batchSize, batchDuration prometheus.Histogram
 }
@@ -218,8 +244,8 @@ func newPersisterMetrics(reg prometheus.Registerer) *persisterMetrics {
 	m := &persisterMetrics{
 		persisted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_persister_bids_total", Help: "Hot bids written to PostgreSQL (duplicates skipped by the unique key included)."}),
-		skipped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "bidgate_persister_skipped_total", Help: "Malformed bid-accepted messages skipped."}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bidgate_persister_rejected_messages_total", Help: "bid-accepted messages dropped unwritten, by reason: signature (not signed with the cluster secret) or malformed."}, []string{"reason"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bidgate_persister_errors_total", Help: "Persister failures, retried, by the dependency that failed (kafka, postgres)."},
 			[]string{"dependency"}),
@@ -230,6 +256,6 @@ func newPersisterMetrics(reg prometheus.Registerer) *persisterMetrics {
 			Name: "bidgate_persister_batch_duration_seconds", Help: "Time to write one batch to PostgreSQL.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 12)}),
 	}
-	reg.MustRegister(m.persisted, m.skipped, m.errors, m.batchSize, m.batchDuration)
+	reg.MustRegister(m.persisted, m.rejected, m.errors, m.batchSize, m.batchDuration)
 	return m
 }

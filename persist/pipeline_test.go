@@ -80,7 +80,7 @@ func (p *pipeline) persister(group string) *persist.Persister {
 }
 
 func (p *pipeline) hotAuction() bidgate.Auction {
-	a, err := p.shard.CreateAuction(context.Background(), bidgate.NewAuction{SellerID: 1, Title: "hot",
+	a, err := p.shard.CreateAuction(context.Background(), bidgate.NewAuction{SellerID: 9_000_001, Title: "hot",
 		StartPrice: decimal.NewFromInt(100), MinIncrement: decimal.NewFromInt(1),
 		EndTime: time.Now().Add(time.Hour), ExtendBy: time.Second, Hot: true})
 	if err != nil {

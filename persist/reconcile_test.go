@@ -2,15 +2,20 @@ package persist_test
 
 import (
 	"context"
+	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/shopspring/decimal"
 
 	"bidgate"
 	"bidgate/persist"
+	"bidgate/persist/kafka"
 )
 
 // The persisted position counts only bids with none missing before them,
@@ -83,7 +88,7 @@ func TestReconcilerRepairsWhatKafkaLost(t *testing.T) {
 	if res.Unpersisted != int64(len(accepted)) || res.Repaired != int64(len(accepted)) || res.Missing != 0 || res.Oldest <= 0 {
 		t.Fatalf("first pass: %+v; want %d unpersisted and repaired", res, len(accepted))
 	}
-	if v := gauge(t, reg, "bidgate_unpersisted_bids"); v != float64(len(accepted)) {
+	if v := metric(t, reg, "bidgate_unpersisted_bids"); v != float64(len(accepted)) {
 		t.Fatalf("bidgate_unpersisted_bids = %v, want %d", v, len(accepted))
 	}
 	p.checkSame(a, accepted)
@@ -102,7 +107,7 @@ func TestReconcilerRepairsWhatKafkaLost(t *testing.T) {
 	if n := p.rdb.XLen(context.Background(), persist.KeysOf(a.ID).Log).Val(); n != 0 {
 		t.Fatalf("the log still holds %d persisted entries", n)
 	}
-	if v := gauge(t, reg, "bidgate_unpersisted_bids"); v != 0 {
+	if v := metric(t, reg, "bidgate_unpersisted_bids"); v != 0 {
 		t.Fatalf("bidgate_unpersisted_bids = %v after the repair", v)
 	}
 }
@@ -132,7 +137,7 @@ func TestReconcilerReportsLostBids(t *testing.T) {
 			t.Fatalf("pass %d: %+v; want 3 missing of %d unpersisted", pass, res, len(accepted))
 		}
 	}
-	if v := gauge(t, reg, "bidgate_unpersisted_lost_bids"); v != 3 {
+	if v := metric(t, reg, "bidgate_unpersisted_lost_bids"); v != 3 {
 		t.Fatalf("bidgate_unpersisted_lost_bids = %v, want 3", v)
 	}
 	var pos int64
@@ -144,17 +149,90 @@ func TestReconcilerReportsLostBids(t *testing.T) {
 	}
 }
 
-func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+// Only messages a relay signed with the cluster secret are written, and
+// even a signed one never touches an auction that is not open and hot: a
+// forged bid-accepted message changes nothing and is counted.
+func TestPersisterDropsForgedMessages(t *testing.T) {
+	p := newPipeline(t)
+	secret := []byte("cluster secret of the test")
+	hot := p.hotAuction()
+	cold, err := p.shard.CreateAuction(context.Background(), bidgate.NewAuction{SellerID: 9_000_001, Title: "cold",
+		StartPrice: decimal.NewFromInt(10), MinIncrement: decimal.NewFromInt(1),
+		EndTime: time.Now().Add(time.Hour).Truncate(time.Microsecond), ExtendBy: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	forged := func(auction int64, key string, sign []byte, value []byte) kafkago.Message {
+		if value == nil {
+			b := hotBid(auction, 1)
+			b.BidderID, b.Amount, b.EndTime = 666, "123456.00", time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+			var err error
+			if value, err = json.Marshal(b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m := kafkago.Message{Key: []byte(key), Value: value}
+		kafka.Sign(sign, &m, kafka.TopicBidAccepted)
+		return m
+	}
+	id := func(n int64) string { return strconv.FormatInt(n, 10) }
+	msgs := []kafkago.Message{
+		forged(hot.ID, id(hot.ID), nil, nil),                        // unsigned
+		forged(hot.ID, id(hot.ID), []byte("another secret"), nil),   // wrongly signed
+		forged(hot.ID, id(cold.ID), secret, nil),                    // key is another auction
+		forged(hot.ID, id(hot.ID), secret, []byte(`{"auctionId":`)), // not JSON
+		forged(cold.ID, id(cold.ID), secret, nil),                   // signed, but a cold auction
+	}
+	w := kafka.NewWriter(p.broker.Addrs(), kafka.TopicBidAccepted)
+	t.Cleanup(func() { w.Close() })
+	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
+		t.Fatal(err)
+	}
+
+	reg := prometheus.NewRegistry()
+	r := kafka.NewReader(p.broker.Addrs(), kafka.TopicBidAccepted, "persister")
+	t.Cleanup(func() { r.Close() })
+	p.run(persist.NewPersister(p.db, p.rdb, r, persist.PersisterConfig{Secret: secret}, reg).Run)
+	relay := persist.NewRelay(p.db, p.rdb, w, persist.RelayConfig{Secret: secret}, prometheus.NewRegistry())
+	p.run(relay.Run)
+	accepted := p.bid(hot.ID, 50, 100)
+	p.checkSame(hot, accepted) // the relay's signed bids are written
+
+	deadline := time.Now().Add(30 * time.Second)
+	for metric(t, reg, "bidgate_persister_rejected_messages_total") < 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30s %v messages rejected, want 4", metric(t, reg, "bidgate_persister_rejected_messages_total"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var n int
+	if err := p.db.QueryRow(context.Background(), `SELECT count(*) FROM bid WHERE bidder_id = 666`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d forged bids written (%v)", n, err)
+	}
+	got, err := (&persist.Store{DB: p.db}).Auction(context.Background(), cold.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.CurrentPrice.Equal(cold.CurrentPrice) || got.LeaderID != 0 || !got.EndTime.Equal(cold.EndTime) || got.BidCount != 0 {
+		t.Fatalf("cold auction changed by a message: %+v", got)
+	}
+}
+
+// metric sums the counters or gauges named name on reg.
+func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
+	var sum float64
 	for _, f := range families {
-		if f.GetName() == name && len(f.GetMetric()) == 1 {
-			return f.GetMetric()[0].GetGauge().GetValue()
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
 		}
 	}
-	t.Fatalf("no gauge %s", name)
-	return 0
+	return sum
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"bidgate"
+	pkafka "bidgate/persist/kafka"
 	"bidgate/retry"
 )
 
@@ -51,7 +52,10 @@ type RelayConfig struct {
 	// PostgreSQL; auctions this process accepts bids for join it at once
 	// (Notify). Default 1s.
 	Refresh time.Duration
-	Log     *slog.Logger
+	// Secret signs every message (the cluster secret): persisters drop what
+	// they cannot verify. Empty signs nothing (an insecure cluster).
+	Secret []byte
+	Log    *slog.Logger
 }
 
 // Relay produces the bids accepted on the hot path to Kafka. Each auction's
@@ -196,7 +200,7 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 			if b.Seq <= v.persisted {
 				continue // already in PostgreSQL
 			}
-			m, err := bidMessage(b)
+			m, err := bidMessage(b, r.cfg.Secret)
 			if err != nil {
 				return 0, err
 			}
@@ -379,13 +383,15 @@ func cursor(c *redis.StringCmd) (streamID, error) {
 	return parseStreamID(c.Val())
 }
 
-// bidMessage is a bid-accepted message keyed by auction id.
-func bidMessage(b bidgate.BidAccepted) (kafka.Message, error) {
+// bidMessage is a signed bid-accepted message keyed by auction id.
+func bidMessage(b bidgate.BidAccepted, secret []byte) (kafka.Message, error) {
 	v, err := json.Marshal(b)
 	if err != nil {
 		return kafka.Message{}, err
 	}
-	return kafka.Message{Key: []byte(strconv.FormatInt(b.AuctionID, 10)), Value: v}, nil
+	m := kafka.Message{Key: []byte(strconv.FormatInt(b.AuctionID, 10)), Value: v}
+	pkafka.Sign(secret, &m, pkafka.TopicBidAccepted)
+	return m, nil
 }
 
 type relayMetrics struct {

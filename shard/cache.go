@@ -21,6 +21,7 @@ type priceCache struct {
 }
 
 type cacheEntry struct {
+	seller     int64 // 0: unknown
 	price, inc decimal.Decimal
 	closed     bool
 	at         time.Time
@@ -31,7 +32,7 @@ func newPriceCache(maxAge time.Duration) *priceCache {
 }
 
 // update records what a store just said about an auction.
-func (c *priceCache) update(auctionID int64, price, inc decimal.Decimal, closed bool) {
+func (c *priceCache) update(auctionID, seller int64, price, inc decimal.Decimal, closed bool) {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -39,7 +40,7 @@ func (c *priceCache) update(auctionID int64, price, inc decimal.Decimal, closed 
 		// An older answer raced this one: keep the higher bound.
 		price, closed = old.price, old.closed
 	}
-	c.entries[auctionID] = cacheEntry{price: price, inc: inc, closed: closed, at: now}
+	c.entries[auctionID] = cacheEntry{seller: seller, price: price, inc: inc, closed: closed, at: now}
 	if c.writes++; c.writes%4096 == 0 {
 		for id, e := range c.entries {
 			if now.Sub(e.at) > c.maxAge {
@@ -58,6 +59,8 @@ func (c *priceCache) refuses(r bidgate.BidRequest) error {
 	switch {
 	case !ok || time.Since(e.at) > c.maxAge:
 		return nil
+	case e.seller != 0 && e.seller == r.BidderID:
+		return bidgate.ErrSelfBidding // what the store says first
 	case e.closed:
 		return bidgate.ErrAuctionClosed
 	case r.Amount.LessThan(e.price.Add(e.inc)):

@@ -41,12 +41,13 @@ type coldView struct {
 	running  bool // end time still ahead, by the database clock
 	price    decimal.Decimal
 	inc      decimal.Decimal
+	seller   int64
 	existing *bidgate.Bid
 }
 
-// placeBid answers from the look-up when it can (replay, closed, too low),
-// else runs the one conditional statement; when that writes nothing, a second
-// look-up explains why.
+// placeBid answers from the look-up when it can (replay, self-bidding,
+// closed, too low), else runs the one conditional statement; when that
+// writes nothing, a second look-up explains why.
 func (c *cold) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidResult, error) {
 	v, err := c.lookUp(ctx, r)
 	if err != nil {
@@ -61,7 +62,7 @@ func (c *cold) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidR
 		Scan(&bid.Seq, &bid.AcceptedAt, &bid.EndTime)
 	switch {
 	case err == nil:
-		c.cache.update(r.AuctionID, r.Amount, v.inc, false)
+		c.cache.update(r.AuctionID, v.seller, r.Amount, v.inc, false)
 		c.pub.publish(ctx, bidgate.Auction{ID: r.AuctionID, CurrentPrice: r.Amount, LeaderID: r.BidderID,
 			EndTime: bid.EndTime, Status: bidgate.StatusOpen, BidCount: bid.Seq}, bid.AcceptedAt)
 		return bidgate.BidResult{Bid: bid}, nil
@@ -92,7 +93,7 @@ func (c *cold) lookUp(ctx context.Context, r bidgate.BidRequest) (coldView, erro
 		at, end      *time.Time
 	)
 	err := c.db.QueryRow(ctx, lookUpSQL, r.AuctionID, r.RequestID).
-		Scan(&status, &mode, &v.running, &v.price, &v.inc, &bidder, &amount, &seq, &at, &end)
+		Scan(&status, &mode, &v.running, &v.price, &v.inc, &v.seller, &bidder, &amount, &seq, &at, &end)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return v, bidgate.ErrAuctionNotFound
 	}
@@ -101,7 +102,7 @@ func (c *cold) lookUp(ctx context.Context, r bidgate.BidRequest) (coldView, erro
 	}
 	v.status, v.mode = bidgate.Status(status), bidgate.Mode(mode)
 	if v.mode == bidgate.ModeCold {
-		c.cache.update(r.AuctionID, v.price, v.inc, v.status != bidgate.StatusOpen || !v.running)
+		c.cache.update(r.AuctionID, v.seller, v.price, v.inc, v.status != bidgate.StatusOpen || !v.running)
 	}
 	if bidder != nil {
 		v.existing = &bidgate.Bid{AuctionID: r.AuctionID, BidderID: *bidder, Amount: amount.Decimal,
@@ -118,6 +119,8 @@ func (v coldView) decide(r bidgate.BidRequest) (res bidgate.BidResult, done bool
 		return bidgate.BidResult{Bid: *v.existing, Replayed: true}, true, nil
 	case v.existing != nil:
 		return res, true, bidgate.ErrIdempotencyKeyReused
+	case v.seller == r.BidderID:
+		return res, true, bidgate.ErrSelfBidding
 	case v.status != bidgate.StatusOpen || !v.running:
 		return res, true, bidgate.ErrAuctionClosed
 	case v.mode != bidgate.ModeCold:

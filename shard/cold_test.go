@@ -13,6 +13,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
+	"bidgate/persist"
 	"bidgate/persist/pgtest"
 )
 
@@ -34,7 +35,7 @@ func newService(t *testing.T, db *pgxpool.Pool, cfg Config) *Service {
 func newAuction(t *testing.T, s *Service, start, inc string, d time.Duration, window, by time.Duration) bidgate.Auction {
 	t.Helper()
 	a, err := s.CreateAuction(ctx, bidgate.NewAuction{
-		SellerID: 7, Title: "test lot", StartPrice: decimal.RequireFromString(start),
+		SellerID: 9_000_007, Title: "test lot", StartPrice: decimal.RequireFromString(start),
 		MinIncrement: decimal.RequireFromString(inc), EndTime: time.Now().Add(d),
 		ExtendWindow: window, ExtendBy: by,
 	})
@@ -345,8 +346,58 @@ func TestBidErrors(t *testing.T) {
 	if _, err := s.PlaceBid(ctx, bid(a.ID, 2, "0")); !errors.As(err, &inErr) {
 		t.Fatalf("zero amount: %v, want InputError", err)
 	}
-	if _, err := s.CreateAuction(ctx, bidgate.NewAuction{SellerID: 1, Title: "x", StartPrice: decimal.Zero,
+	if _, err := s.CreateAuction(ctx, bidgate.NewAuction{SellerID: 9_000_001, Title: "x", StartPrice: decimal.Zero,
 		MinIncrement: decimal.NewFromInt(1), EndTime: time.Now().Add(-time.Minute), ExtendBy: time.Second}); !errors.Is(err, bidgate.ErrEndTimeOutOfRange) {
 		t.Fatalf("past end time: %v, want ErrEndTimeOutOfRange", err)
+	}
+}
+
+// A seller's bid on their own auction is refused, in both paths, before
+// anything else is checked, and changes nothing; promotion and a reload of
+// the hot state keep the seller.
+func TestSelfBidding(t *testing.T) {
+	db, _ := pgtest.New(t, 8)
+	s := newService(t, db, Config{})
+	const seller = 9_000_007
+	for _, mode := range []string{"cold", "hot", "promoted", "reloaded"} {
+		t.Run(mode, func(t *testing.T) {
+			var a bidgate.Auction
+			if mode == "hot" || mode == "reloaded" {
+				a = newHotAuction(t, s, "100", "1", time.Hour, 0, time.Second)
+			} else {
+				a = newAuction(t, s, "100", "1", time.Hour, 0, time.Second)
+			}
+			if _, err := s.PlaceBid(ctx, bid(a.ID, 1, "101")); err != nil {
+				t.Fatal(err)
+			}
+			switch mode {
+			case "promoted":
+				if _, err := s.Promote(ctx, a.ID, "test"); err != nil {
+					t.Fatal(err)
+				}
+			case "reloaded":
+				if err := s.rdb.Del(ctx, persist.KeysOf(a.ID).State).Err(); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := db.Exec(ctx, `UPDATE auction SET current_price = 101, leader_id = 1, bid_count = 1, persisted_seq = 1 WHERE id = $1`, a.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, amount := range []string{"150", "50"} { // valid and too low: self-bidding comes first
+				if _, err := s.PlaceBid(ctx, bid(a.ID, seller, amount)); !errors.Is(err, bidgate.ErrSelfBidding) {
+					t.Fatalf("seller bids %s: %v, want %v", amount, err, bidgate.ErrSelfBidding)
+				}
+			}
+			got, err := s.Auction(ctx, a.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !got.CurrentPrice.Equal(decimal.NewFromInt(101)) || got.LeaderID != 1 || got.BidCount != 1 {
+				t.Fatalf("after the seller's bids: price %s leader %d count %d", got.CurrentPrice, got.LeaderID, got.BidCount)
+			}
+			if _, err := s.PlaceBid(ctx, bid(a.ID, 2, "102")); err != nil {
+				t.Fatalf("another bidder: %v", err)
+			}
+		})
 	}
 }

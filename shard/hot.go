@@ -52,6 +52,7 @@ type hotOutcome struct {
 // hotSummary is the auction's state after a batch.
 type hotSummary struct {
 	price, inc, endUs, seq, leader int64
+	seller                         int64 // 0 in a state loaded before sellers were kept
 	status                         bidgate.Status
 }
 
@@ -102,7 +103,7 @@ func (h *hot) runBatch(ctx context.Context, auctionID int64, reqs []bidgate.BidR
 		}
 		closed = closed || errors.Is(out[i].err, bidgate.ErrAuctionClosed)
 	}
-	h.cache.update(auctionID, bidgate.FromCents(sum.price), bidgate.FromCents(sum.inc), closed)
+	h.cache.update(auctionID, sum.seller, bidgate.FromCents(sum.price), bidgate.FromCents(sum.inc), closed)
 	if accepted {
 		if h.onAccepted != nil {
 			h.onAccepted(auctionID)
@@ -123,7 +124,7 @@ func isMissingState(v []any) bool {
 
 func parseSummary(v any) (hotSummary, error) {
 	a, ok := v.([]any)
-	if !ok || len(a) != 6 {
+	if !ok || len(a) != 7 {
 		return hotSummary{}, fmt.Errorf("bad summary %v", v)
 	}
 	var s hotSummary
@@ -141,6 +142,11 @@ func parseSummary(v any) (hotSummary, error) {
 	if leader, _ := a[5].(string); leader != "" {
 		if s.leader, err = strconv.ParseInt(leader, 10, 64); err != nil {
 			return s, fmt.Errorf("bad leader %q", leader)
+		}
+	}
+	if seller, _ := a[6].(string); seller != "" {
+		if s.seller, err = strconv.ParseInt(seller, 10, 64); err != nil {
+			return s, fmt.Errorf("bad seller %q", seller)
 		}
 	}
 	return s, nil
@@ -171,6 +177,8 @@ func parseResult(v any, r bidgate.BidRequest) (hotOutcome, error) {
 		return hotOutcome{err: &bidgate.BidTooLowError{CurrentPrice: price, MinimumBid: price.Add(inc)}}, nil
 	case nums[0] == 5:
 		return hotOutcome{err: bidgate.ErrAuctionClosed}, nil
+	case nums[0] == 6:
+		return hotOutcome{err: bidgate.ErrSelfBidding}, nil
 	}
 	return hotOutcome{}, fmt.Errorf("bad result %v", v)
 }
@@ -192,15 +200,27 @@ func (h *hot) load(ctx context.Context, auctionID int64) error {
 		return err
 	}
 	// The row counts bids only up to the first gap (persisted_seq); new
-	// bids must never reuse the seq of one that is there.
+	// bids must never reuse the seq of one that is there. Its end is moved
+	// by the closer, not by persisted bids: an anti-sniping extension they
+	// carry (at most extend_by past the bid) is taken from them.
 	for _, b := range bids {
 		a.BidCount = max(a.BidCount, b.Seq)
+		if end := minTime(b.EndTime, b.AcceptedAt.Add(a.ExtendBy)); end.After(a.EndTime) {
+			a.EndTime = end
+		}
 	}
 	_, err = writeState(ctx, h.rdb, a, bids, false)
 	return err
 }
 
 var errNotHot = errors.New("auction is not hot")
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
 
 // writeState runs load_state.lua: the auction's state and the request ids of
 // the bids PostgreSQL holds, so that their replays are still recognized.
@@ -216,7 +236,8 @@ func writeState(ctx context.Context, rdb redis.UniversalClient, a bidgate.Auctio
 	args := []any{force,
 		"price", bidgate.Cents(a.CurrentPrice), "inc", bidgate.Cents(a.MinIncrement), "leader", leader,
 		"end_us", a.EndTime.UnixMicro(), "status", string(a.Status),
-		"window_us", a.ExtendWindow.Microseconds(), "by_us", a.ExtendBy.Microseconds(), "seq", a.BidCount}
+		"window_us", a.ExtendWindow.Microseconds(), "by_us", a.ExtendBy.Microseconds(), "seq", a.BidCount,
+		"seller", a.SellerID}
 	for _, b := range bids {
 		args = append(args, b.RequestID.String(), requestRecord(b))
 	}

@@ -20,7 +20,7 @@ import (
 func newHotAuction(t testing.TB, s *Service, start, inc string, d, window, by time.Duration) bidgate.Auction {
 	t.Helper()
 	a, err := s.CreateAuction(ctx, bidgate.NewAuction{
-		SellerID: 7, Title: "hot lot", StartPrice: decimal.RequireFromString(start),
+		SellerID: 9_000_007, Title: "hot lot", StartPrice: decimal.RequireFromString(start),
 		MinIncrement: decimal.RequireFromString(inc), EndTime: time.Now().Add(d),
 		ExtendWindow: window, ExtendBy: by, Hot: true,
 	})

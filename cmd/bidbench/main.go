@@ -8,6 +8,11 @@
 //
 // Every scenario ends with an audit of the design's invariants; bidbench
 // exits 1 when a check fails. Only loopback targets are accepted.
+//
+// bidbench mints its own bearer tokens (a bid token per bidder, a sell
+// token per seller) with the private key the nodes trust: --key, by default
+// the dev cluster's .bidgate/dev-key.pem, so run it from the checkout's root
+// against `bidgate dev` (make run).
 package main
 
 import (
@@ -36,6 +41,8 @@ scenarios:
   limits       only the stores' own limits: bidgate's Redis script and PostgreSQL statement from Go
 
 Run "bidbench <scenario> -h" for its flags. Results go to bench-results/ (JSON, HTML, records).
+bidbench signs its bearer tokens with --key (default .bidgate/dev-key.pem, the key bidgate dev
+creates and trusts): run it from the checkout's root, or give --key, --jwt-issuer, --jwt-audience.
 `
 
 func main() {
@@ -76,6 +83,13 @@ func parse(scenario string, args []string) (func(context.Context) int, error) {
 	fs.StringVar(&opt.PostgresURL, "postgres-url", opt.PostgresURL, "PostgreSQL of bidgate (loopback or Unix socket): bulk creation, the audit, the limits")
 	fs.StringVar(&opt.RedisAddrs, "redis-addrs", opt.RedisAddrs, "Redis of bidgate (loopback), comma-separated for a Redis Cluster")
 	fs.StringVar(&opt.RedisPassword, "redis-password", "", "Redis password")
+	if scenario != "limits" {
+		fs.StringVar(&opt.KeyFile, "key", opt.KeyFile, "private key (PKCS #8 PEM) bidbench signs its bearer tokens with: the one the nodes trust (bidgate dev's --dev-key)")
+		fs.StringVar(&opt.Issuer, "jwt-issuer", opt.Issuer, "iss of the tokens bidbench mints")
+		fs.StringVar(&opt.Audience, "jwt-audience", opt.Audience, "aud of the tokens bidbench mints")
+	} else {
+		opt.KeyFile = "" // the limits send no request
+	}
 	if scenario != "limits" {
 		fs.IntVar(&opt.Loader.Workers, "workers", opt.Loader.Workers, "requests in flight at most (worker pool; connections per node)")
 		fs.IntVar(&opt.Loader.Queue, "queue", opt.Loader.Queue, "scheduled requests that may wait for a worker (the wait counts in latency)")

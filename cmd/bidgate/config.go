@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"bidgate/auth"
 	"bidgate/fanout"
 	"bidgate/shard"
 )
@@ -27,7 +28,12 @@ type config struct {
 	Migrate         bool
 	RedisAddrs      string
 	RedisPassword   string
-	OperatorToken   string
+	JWKSFile        string
+	JWKSURL         string
+	JWTIssuer       string
+	JWTAudience     string
+	DevKey          string
+	Auth            string
 	Shard           shard.Config
 	Fanout          fanout.Config
 	AllowedOrigins  string
@@ -65,7 +71,12 @@ func parseConfig(cmd string, args []string) (config, error) {
 		fs.BoolVar(&c.Migrate, "migrate", true, "apply database migrations at start-up")
 		fs.StringVar(&c.RedisAddrs, "redis-addrs", "127.0.0.1:6379", "Redis address, or several comma-separated for a Redis Cluster")
 		fs.StringVar(&c.RedisPassword, "redis-password", "", "Redis password")
-		fs.StringVar(&c.OperatorToken, "operator-token", "", "bearer token required on operator routes (promote); empty leaves them open")
+		fs.StringVar(&c.Auth, "auth", "on", "on: bearer tokens required; off: no verification, the ids in request bodies are trusted (development only, warned at every start)")
+		fs.StringVar(&c.JWKSFile, "jwt-jwks-file", "", "JWKS file of the token issuer's public keys (re-read when it changes)")
+		fs.StringVar(&c.JWKSURL, "jwt-jwks-url", "", "JWKS URL of the token issuer (cached, refreshed, refetched on an unknown key id)")
+		fs.StringVar(&c.JWTIssuer, "jwt-issuer", "", "required iss of bearer tokens")
+		fs.StringVar(&c.JWTAudience, "jwt-audience", "", "required aud of bearer tokens")
+		fs.StringVar(&c.DevKey, "dev-key", "", "development only: trust tokens signed by this private key file (created if missing), issuer "+auth.DevIssuer+", audience "+auth.DevAudience+"; mint them with bidgate token")
 		fs.IntVar(&c.Shard.MaxBatch, "hot-batch", 256, "bids per Redis script call on a hot auction (1 disables batching)")
 		fs.IntVar(&c.Shard.MaxQueue, "hot-queue", 4096, "bids that may wait on one hot auction before 503")
 		fs.Float64Var(&c.Shard.RateLimit, "rate-limit", 5, "bids per second per bidder, across all auctions (negative disables)")
@@ -143,6 +154,9 @@ func parseConfig(cmd string, args []string) (config, error) {
 		if c.NodeID == "" {
 			return c, fmt.Errorf("--node-id is required")
 		}
+		if err := c.checkAuth(); err != nil {
+			return c, err
+		}
 		if c.Fanout.Interval <= 0 || c.Fanout.MaxViewers < 1 {
 			return c, fmt.Errorf("--ws-interval and --ws-max-viewers must be positive")
 		}
@@ -167,4 +181,37 @@ func (c config) logger() (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format must be text or json, got %q", c.LogFormat)
+}
+
+// checkAuth makes sure a node that serves the API verifies tokens: from a
+// JWKS file or URL with their issuer and audience, or from the dev key.
+func (c *config) checkAuth() error {
+	switch {
+	case c.Auth != "on" && c.Auth != "off":
+		return fmt.Errorf("--auth must be on or off, got %q", c.Auth)
+	case !c.Roles[roleGateway] || c.Auth == "off":
+		return nil
+	}
+	sources := 0
+	for _, v := range []string{c.JWKSFile, c.JWKSURL, c.DevKey} {
+		if v != "" {
+			sources++
+		}
+	}
+	switch {
+	case sources == 0:
+		return fmt.Errorf("bidgate serve needs a way to verify bearer tokens: --jwt-jwks-file or --jwt-jwks-url with --jwt-issuer and --jwt-audience, or --dev-key for development (--auth=off turns verification off)")
+	case sources > 1:
+		return fmt.Errorf("give only one of --jwt-jwks-file, --jwt-jwks-url and --dev-key")
+	case c.DevKey != "":
+		if c.JWTIssuer == "" {
+			c.JWTIssuer = auth.DevIssuer
+		}
+		if c.JWTAudience == "" {
+			c.JWTAudience = auth.DevAudience
+		}
+	case c.JWTIssuer == "" || c.JWTAudience == "":
+		return fmt.Errorf("--jwt-issuer and --jwt-audience are required with --jwt-jwks-file and --jwt-jwks-url")
+	}
+	return nil
 }

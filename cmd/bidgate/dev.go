@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"bidgate/auth"
 	"bidgate/persist"
 	"bidgate/retry"
 )
@@ -28,6 +29,7 @@ type devConfig struct {
 	RedisAddrs  string
 	KafkaPort   int
 	Partitions  int
+	DevKey      string
 }
 
 func parseDevConfig(args []string) (devConfig, error) {
@@ -39,6 +41,7 @@ func parseDevConfig(args []string) (devConfig, error) {
 	fs.StringVar(&c.RedisAddrs, "redis-addrs", envOr("BIDGATE_REDIS_ADDRS", "127.0.0.1:6379"), "Redis address(es)")
 	fs.IntVar(&c.KafkaPort, "kafka-embedded-port", 9092, "port of the embedded Kafka broker the nodes share")
 	fs.IntVar(&c.Partitions, "kafka-partitions", 8, "partitions of the topics")
+	fs.StringVar(&c.DevKey, "dev-key", auth.DevKeyFile, "private key file the nodes trust tokens from (created if missing); bidgate token signs with it")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -77,6 +80,12 @@ func dev(ctx context.Context, c devConfig) error {
 	if err != nil {
 		return err
 	}
+	// Created here, once, so that the nodes do not race to create it.
+	if _, created, err := auth.LoadOrCreateKey(c.DevKey); err != nil {
+		return err
+	} else if created {
+		fmt.Printf("bidgate dev: created the development signing key %s\n", c.DevKey)
+	}
 	secret := make([]byte, 32)
 	_, _ = rand.Read(secret)
 
@@ -108,6 +117,7 @@ func dev(ctx context.Context, c devConfig) error {
 			"--postgres-url", c.PostgresURL,
 			"--redis-addrs", c.RedisAddrs,
 			"--migrate=false",
+			"--dev-key", c.DevKey,
 		}
 		if i > 0 {
 			args = append(args, "--seeds", seed)

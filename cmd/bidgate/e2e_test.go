@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"bidgate"
+	"bidgate/auth"
 	"bidgate/persist/kafka"
 	"bidgate/persist/pgtest"
 )
@@ -39,12 +41,41 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// devKey creates, in a directory of the test's own, the signing key that a
+// node started with --dev-key on the returned path trusts.
+func devKey(t *testing.T) (string, *auth.SigningKey) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "dev-key.pem")
+	key, created, err := auth.LoadOrCreateKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !created {
+		t.Fatalf("%s existed before the test", path)
+	}
+	return path, key
+}
+
+// bearer is the Authorization header of a dev token of user with scopes,
+// valid for an hour.
+func bearer(t *testing.T, key *auth.SigningKey, user int64, scopes ...string) []string {
+	t.Helper()
+	tok, err := key.Mint(auth.Token{Subject: user, Scopes: scopes, Issuer: auth.DevIssuer, Audience: auth.DevAudience,
+		Expires: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{"Authorization", "Bearer " + tok}
+}
+
 // startBidgate runs the whole binary (every role, embedded Kafka) on a test
-// database until the test ends, and returns its base URL and Kafka address.
-func startBidgate(t *testing.T) (base, broker string, db *pgxpool.Pool) {
+// database until the test ends, and returns its base URL, its Kafka address
+// and the dev key it trusts tokens of.
+func startBidgate(t *testing.T) (base, broker string, db *pgxpool.Pool, key *auth.SigningKey) {
 	t.Helper()
 	db, dbURL := pgtest.New(t, 4)
-	cfg, err := parseConfig("serve", nil)
+	keyPath, key := devKey(t)
+	cfg, err := parseConfig("serve", []string{"--dev-key", keyPath})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,24 +111,48 @@ func startBidgate(t *testing.T) (base, broker string, db *pgxpool.Pool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return base, fmt.Sprintf("127.0.0.1:%d", kafkaPort), db
+	return base, fmt.Sprintf("127.0.0.1:%d", kafkaPort), db, key
 }
 
+// call sends body (none if nil) as JSON with header's name, value pairs and
+// returns the status and the JSON object answered. Any failure fails the
+// test with t.Errorf, so that goroutines may call it too, and returns status
+// 0 (or the status and a nil body when the answer is not a JSON object).
 func call(t *testing.T, method, url string, body any, header ...string) (int, map[string]any) {
-	b, _ := json.Marshal(body)
-	req, _ := http.NewRequest(method, url, bytes.NewReader(b))
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Errorf("%s %s: request body: %v", method, url, err)
+			return 0, nil
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, url, r)
+	if err != nil {
+		t.Errorf("%s %s: %v", method, url, err)
+		return 0, nil
+	}
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Error(err)
+		t.Errorf("%s %s: %v", method, url, err)
 		return 0, nil
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Errorf("%s %s: reading the %d answer: %v", method, url, resp.StatusCode, err)
+		return 0, nil
+	}
 	var out map[string]any
-	_ = json.Unmarshal(raw, &out)
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Errorf("%s %s: the %d answer is not a JSON object: %v: %q", method, url, resp.StatusCode, err, raw)
+		return resp.StatusCode, nil
+	}
 	return resp.StatusCode, out
 }
 
@@ -107,10 +162,11 @@ func call(t *testing.T, method, url string, body any, header ...string) (int, ma
 // auction-closed topic names that winner (duplicates only identical).
 func TestEndToEnd(t *testing.T) {
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	base, broker, db := startBidgate(t)
+	base, broker, db, signer := startBidgate(t)
 	end := time.Now().Add(3 * time.Second).UTC().Format(time.RFC3339Nano)
-	status, a := call(t, "POST", base+"/auctions", map[string]any{"sellerId": 1, "title": "flash lot",
-		"startPrice": "100", "minIncrement": "1", "endTime": end, "hot": true, "extendWindowSeconds": 0})
+	status, a := call(t, "POST", base+"/auctions", map[string]any{"title": "flash lot",
+		"startPrice": "100", "minIncrement": "1", "endTime": end, "hot": true, "extendWindowSeconds": 0},
+		bearer(t, signer, 1, auth.ScopeSell)...)
 	if status != 201 {
 		t.Fatalf("create: %d %v", status, a)
 	}
@@ -123,6 +179,9 @@ func TestEndToEnd(t *testing.T) {
 		wg       sync.WaitGroup
 	)
 	for g := range 32 {
+		// Bidders 101 to 132 (the seller is 1), each with a token minted
+		// here, on the test's goroutine.
+		authz := bearer(t, signer, int64(101+g), auth.ScopeBid)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -133,7 +192,7 @@ func TestEndToEnd(t *testing.T) {
 				}
 				key := uuid.NewString()
 				status, body := call(t, "POST", fmt.Sprintf("%s/auctions/%d/bids", base, id),
-					map[string]any{"bidderId": g + 1, "amount": 100 + n}, "Idempotency-Key", key)
+					map[string]any{"amount": 100 + n}, append([]string{"Idempotency-Key", key}, authz...)...)
 				switch status {
 				case 201:
 					mu.Lock()
@@ -287,11 +346,19 @@ func closedEvents(t *testing.T, broker string, auction int64) []string {
 // TestWebSocketThroughTheBinary: a viewer of the real binary gets the
 // snapshot, then the price of a bid placed over HTTP.
 func TestWebSocketThroughTheBinary(t *testing.T) {
-	base, _, _ := startBidgate(t)
+	base, _, _, key := startBidgate(t)
 	end := time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
-	_, a := call(t, "POST", base+"/auctions", map[string]any{"sellerId": 1, "title": "watched",
-		"startPrice": "100", "minIncrement": "1", "endTime": end})
+	status, a := call(t, "POST", base+"/auctions", map[string]any{"sellerId": 1, "title": "watched",
+		"startPrice": "100", "minIncrement": "1", "endTime": end}, bearer(t, key, 1, auth.ScopeSell)...)
+	if status != 201 {
+		t.Fatalf("create: %d %v", status, a)
+	}
 	id := int64(a["id"].(float64))
+	bids := fmt.Sprintf("%s/auctions/%d/bids", base, id)
+	// Bidding needs a token; watching does not.
+	if status, body := call(t, "POST", bids, map[string]any{"amount": "150"}, "Idempotency-Key", uuid.NewString()); status != 401 || body["code"] != "unauthenticated" {
+		t.Fatalf("bid without a token: %d %v", status, body)
+	}
 	conn, _, err := websocket.DefaultDialer.Dial(fmt.Sprintf("ws%s/ws/auctions/%d", strings.TrimPrefix(base, "http"), id), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -302,8 +369,8 @@ func TestWebSocketThroughTheBinary(t *testing.T) {
 	if err := conn.ReadJSON(&msg); err != nil || msg["type"] != "snapshot" || msg["currentPrice"] != "100.00" {
 		t.Fatalf("first message %v (%v), want the snapshot", msg, err)
 	}
-	if status, body := call(t, "POST", fmt.Sprintf("%s/auctions/%d/bids", base, id), map[string]any{"bidderId": 5, "amount": "150"},
-		"Idempotency-Key", uuid.NewString()); status != 201 {
+	if status, body := call(t, "POST", bids, map[string]any{"amount": "150"},
+		append([]string{"Idempotency-Key", uuid.NewString()}, bearer(t, key, 5, auth.ScopeBid)...)...); status != 201 || body["bidderId"] != float64(5) {
 		t.Fatalf("bid: %d %v", status, body)
 	}
 	if err := conn.ReadJSON(&msg); err != nil || msg["type"] != "update" || msg["currentPrice"] != "150.00" || msg["leaderId"] != float64(5) {

@@ -4,6 +4,7 @@
 //	bidgate dev       run a local cluster of nodes and an embedded Kafka broker
 //	bidgate migrate   apply database migrations and exit
 //	bidgate broker    run the embedded Kafka-protocol broker on its own
+//	bidgate token     print a bearer token signed with the dev key
 package main
 
 import (
@@ -23,6 +24,7 @@ commands:
   dev       run a local cluster of --nodes node processes (default 3) and an embedded Kafka broker
   migrate   apply database migrations and exit
   broker    run the embedded Kafka-protocol broker (messages in memory) as a process of its own
+  token     print a bearer token the dev cluster accepts: bidgate token --sub 42 --scope bid
 
 Run "bidgate <command> -h" for its flags.
 `
@@ -51,6 +53,10 @@ func main() {
 		var cfg brokerConfig
 		cfg, err = parseBrokerConfig(args)
 		run = func() error { return broker(ctx, cfg) }
+	case "token":
+		var cfg tokenConfig
+		cfg, err = parseTokenConfig(args)
+		run = func() error { return printToken(os.Stdout, cfg) }
 	case "dev":
 		var cfg devConfig
 		cfg, err = parseDevConfig(args)

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"bidgate/auth"
 	"bidgate/closer"
 	"bidgate/fanout"
 	"bidgate/gateway"
@@ -168,16 +169,21 @@ func serve(ctx context.Context, cfg config) error {
 		}
 		auctions = shard.New(n.db, n.rdb, cfg.Shard, n.reg)
 	}
-	gw := gateway.Config{RequestTimeout: cfg.RequestTimeout, OperatorToken: cfg.OperatorToken, OpsOnly: !cfg.Roles[roleGateway],
+	gw := gateway.Config{RequestTimeout: cfg.RequestTimeout, OpsOnly: !cfg.Roles[roleGateway],
 		NodeID: cfg.NodeID, Cluster: members, ClusterSecret: []byte(cfg.ClusterSecret)}
+	if cfg.Roles[roleGateway] && cfg.Auth == "off" {
+		gw.AuthOff = true
+		log.Warn("--auth=off: no bearer token is verified; anyone may bid, sell and operate as anyone (development only)")
+	} else if cfg.Roles[roleGateway] {
+		if gw.Auth, err = n.verifier(work); err != nil {
+			return err
+		}
+	}
 	if cfg.Roles[roleGateway] {
 		cfg.Fanout.Log = log
 		hub := fanout.New(n.rdb, auctions, cfg.Fanout, n.reg)
 		g.Go(func() error { return hub.Run(work) })
 		gw.Viewers = hub
-	}
-	if !gw.OpsOnly && cfg.OperatorToken == "" {
-		log.Warn("no --operator-token: operator routes (promote) are open to every client")
 	}
 	srv := gateway.New(gw, auctions, n.ready, n.reg, log)
 	ln, err := public.listen()
@@ -280,7 +286,7 @@ func (n *node) createTopics(ctx context.Context) {
 func (n *node) bidRelay(members *ring.Ring) *persist.Relay {
 	w := kafka.NewWriter(n.brokers, kafka.TopicBidAccepted)
 	n.cleanup = append(n.cleanup, func() { w.Close() })
-	cfg := persist.RelayConfig{Log: n.log}
+	cfg := persist.RelayConfig{Secret: []byte(n.cfg.ClusterSecret), Log: n.log}
 	if n.cfg.Roles[roleShard] {
 		cfg.Owns = func(id int64) bool {
 			owner, ok := members.Owner(id)
@@ -375,11 +381,33 @@ func (e *endpoint) close() {
 func (n *node) outboxRelay() *closer.OutboxRelay {
 	w := kafka.NewWriter(n.brokers, kafka.TopicAuctionClosed)
 	n.cleanup = append(n.cleanup, func() { w.Close() })
-	return closer.NewOutboxRelay(n.db, w, closer.OutboxConfig{Log: n.log}, n.reg)
+	return closer.NewOutboxRelay(n.db, w, closer.OutboxConfig{Secret: []byte(n.cfg.ClusterSecret), Log: n.log}, n.reg)
 }
 
 func (n *node) persister() *persist.Persister {
 	r := kafka.NewReader(n.brokers, kafka.TopicBidAccepted, n.cfg.PersisterGroup)
 	n.cleanup = append(n.cleanup, func() { r.Close() })
-	return persist.NewPersister(n.db, n.rdb, r, persist.PersisterConfig{Log: n.log}, n.reg)
+	return persist.NewPersister(n.db, n.rdb, r, persist.PersisterConfig{Secret: []byte(n.cfg.ClusterSecret), Log: n.log}, n.reg)
+}
+
+// verifier builds the bearer-token verifier of the API.
+func (n *node) verifier(ctx context.Context) (*auth.Verifier, error) {
+	cfg := auth.Config{JWKSFile: n.cfg.JWKSFile, JWKSURL: n.cfg.JWKSURL,
+		Issuer: n.cfg.JWTIssuer, Audience: n.cfg.JWTAudience, Log: n.log}
+	if n.cfg.DevKey != "" {
+		key, created, err := auth.LoadOrCreateKey(n.cfg.DevKey)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.JWKS, err = auth.JWKS(key); err != nil {
+			return nil, err
+		}
+		n.log.Warn("development key: trusting tokens signed by a local key file; use --jwt-jwks-file or --jwt-jwks-url in production",
+			"key", n.cfg.DevKey, "created", created, "issuer", cfg.Issuer, "audience", cfg.Audience)
+	}
+	v, err := auth.NewVerifier(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("bearer tokens: %w", err)
+	}
+	return v, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"bidgate/auth"
 	"bidgate/persist/pgtest"
 )
 
@@ -89,13 +91,16 @@ func (p *process) await(t *testing.T, s string, limit time.Duration) string {
 	}
 }
 
-func serveArgs(t *testing.T, dbURL string, extra ...string) (args []string, base string) {
+// serveArgs are the arguments of a node on dbURL that trusts the dev key
+// at keyPath.
+func serveArgs(t *testing.T, dbURL, keyPath string, extra ...string) (args []string, base string) {
 	httpPort := freePort(t)
 	args = append([]string{"serve",
 		"--listen", fmt.Sprintf("127.0.0.1:%d", httpPort),
 		"--internal-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 		"--gossip-port", fmt.Sprint(freePort(t)),
 		"--postgres-url", dbURL, "--log-format", "text", "--log-level", "info",
+		"--dev-key", keyPath,
 	}, extra...)
 	return args, fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 }
@@ -104,7 +109,8 @@ func serveArgs(t *testing.T, dbURL string, extra ...string) (args []string, base
 // port: a client is refused at once instead of hanging.
 func TestNodeListensOnlyOnceJoined(t *testing.T) {
 	_, dbURL := pgtest.New(t, 2)
-	args, base := serveArgs(t, dbURL, "--seeds", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+	keyPath, _ := devKey(t)
+	args, base := serveArgs(t, dbURL, keyPath, "--seeds", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 		"--cluster-secret", "s3cret-for-the-test-only")
 	p := startProcess(t, args...)
 	for attempt := 1; attempt <= 2; attempt++ {
@@ -124,17 +130,19 @@ func TestNodeListensOnlyOnceJoined(t *testing.T) {
 // in Redis for the relay.
 func TestNodeServesWithoutKafka(t *testing.T) {
 	_, dbURL := pgtest.New(t, 4)
-	args, base := serveArgs(t, dbURL, "--kafka", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+	keyPath, key := devKey(t)
+	args, base := serveArgs(t, dbURL, keyPath, "--kafka", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
 	p := startProcess(t, args...)
 	p.await(t, "bidgate serving", 60*time.Second)
 
-	status, body := call(t, "POST", base+"/auctions", map[string]any{"sellerId": 1, "title": "no kafka",
-		"startPrice": "10.00", "minIncrement": "1.00", "endTime": time.Now().Add(time.Hour).Format(time.RFC3339), "hot": true})
+	status, body := call(t, "POST", base+"/auctions", map[string]any{"title": "no kafka",
+		"startPrice": "10.00", "minIncrement": "1.00", "endTime": time.Now().Add(time.Hour).Format(time.RFC3339), "hot": true},
+		bearer(t, key, 1, auth.ScopeSell)...)
 	if status != 201 {
 		t.Fatalf("create auction: %d %v", status, body)
 	}
 	status, body = call(t, "POST", fmt.Sprintf("%s/auctions/%d/bids", base, int64(body["id"].(float64))),
-		map[string]any{"bidderId": 2, "amount": "11.00"}, "Idempotency-Key", uuid.NewString())
+		map[string]any{"amount": "11.00"}, append([]string{"Idempotency-Key", uuid.NewString()}, bearer(t, key, 2, auth.ScopeBid)...)...)
 	if status != 201 {
 		t.Fatalf("bid while Kafka is down: %d %v", status, body)
 	}
@@ -153,5 +161,82 @@ func TestNodeServesWithoutKafka(t *testing.T) {
 		}
 	case <-timer.C:
 		t.Fatal("bidgate did not stop within 30s of SIGTERM")
+	}
+}
+
+// run runs this binary as bidgate with args to its end, bounded, and
+// returns its stdout, its stderr and its exit code.
+func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "BIDGATE_AS_MAIN=1")
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit) && ctx.Err() == nil:
+		code = exit.ExitCode()
+	default:
+		t.Fatalf("bidgate %v: %v (stderr %q)", args, err, errOut.String())
+	}
+	return out.String(), errOut.String(), code
+}
+
+// Secure by default: serve does not start without a way to verify tokens.
+func TestServeRefusesToStartWithoutTokenVerification(t *testing.T) {
+	for _, env := range []string{"BIDGATE_DEV_KEY", "BIDGATE_JWKS_FILE", "BIDGATE_JWKS_URL"} {
+		if _, ok := os.LookupEnv(env); ok {
+			t.Setenv(env, "") // t.Setenv restores it; an empty value is no key source
+		}
+	}
+	_, stderr, code := run(t, "serve", "--listen", "127.0.0.1:0", "--postgres-url", "postgres://127.0.0.1:1/none")
+	if code != 2 || !strings.Contains(stderr, "needs a way to verify bearer tokens") {
+		t.Fatalf("exit %d, stderr %q; want 2 and the reason", code, stderr)
+	}
+}
+
+// bidgate token prints one line, a token the dev cluster accepts: the dev
+// issuer and audience, signed with the key file, with the scopes asked for.
+func TestTokenCommand(t *testing.T) {
+	keyPath, key := devKey(t)
+	set, err := auth.JWKS(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := auth.NewVerifier(t.Context(), auth.Config{JWKS: set, Issuer: auth.DevIssuer, Audience: auth.DevAudience})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, scope := range []string{"bid,sell", "bid sell", "sell, bid"} {
+		out, stderr, code := run(t, "token", "--sub", "42", "--scope", scope, "--key", keyPath, "--ttl", "10m")
+		if code != 0 || strings.Count(out, "\n") != 1 || !strings.HasSuffix(out, "\n") {
+			t.Fatalf("--scope %q: exit %d, stdout %q, stderr %q; want one line", scope, code, out, stderr)
+		}
+		p, err := v.Verify(strings.TrimSpace(out))
+		if err != nil || p.UserID != 42 || !p.Can(auth.ScopeBid) || !p.Can(auth.ScopeSell) || p.Can(auth.ScopeOperator) {
+			t.Fatalf("--scope %q: %+v, %v", scope, p, err)
+		}
+	}
+	out, _, code := run(t, "token", "--sub", "42", "--scope", "bid", "--key", keyPath, "--ttl", "-1m")
+	if _, err := v.Verify(strings.TrimSpace(out)); code != 0 || !errors.Is(err, auth.ErrInvalidToken) {
+		t.Fatalf("--ttl -1m: exit %d, %v; want an expired token", code, err)
+	}
+	for _, args := range [][]string{
+		{"--sub", "042", "--scope", "bid"},
+		{"--sub", "0", "--scope", "bid"},
+		{"--sub", "42"},
+		{"--sub", "42", "--scope", "admin"},
+		{"--sub", "42", "--scope", "bid", "--ttl", "0s"},
+	} {
+		if out, _, code := run(t, append([]string{"token", "--key", keyPath}, args...)...); code != 2 || out != "" {
+			t.Fatalf("token %v: exit %d, stdout %q; want 2 and no token", args, code, out)
+		}
+	}
+	if out, stderr, code := run(t, "token", "--sub", "42", "--scope", "bid", "--key", keyPath+".missing"); code != 1 || out != "" || !strings.Contains(stderr, "make run") {
+		t.Fatalf("a missing key file: exit %d, stdout %q, stderr %q", code, out, stderr)
 	}
 }

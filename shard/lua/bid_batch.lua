@@ -1,7 +1,7 @@
 -- Decides a batch of bids on one hot auction, atomically and in order.
 --
 -- KEYS[1] state hash   auction:{id}:state  price, inc (cents), leader, end_us,
---                                          status, window_us, by_us, seq
+--                                          status, window_us, by_us, seq, seller
 -- KEYS[2] request ids  auction:{id}:reqs   request id -> "seq|at_us|end_us|bidder|amount"
 -- KEYS[3] bid log      auction:{id}:log    stream of accepted bids
 -- ARGV: triples of request id, bidder id, amount in cents.
@@ -11,23 +11,25 @@
 -- Time is Redis TIME, read once: the whole batch is decided at one instant.
 --
 -- Returns {summary, result1, result2, ...}, summary = {price, inc, end_us,
--- status, seq, leader}, each result one of
+-- status, seq, leader, seller}, each result one of
 --   {1, seq, at_us, end_us}      accepted
 --   {2, seq, at_us, end_us}      replay of an accepted bid (same bidder and amount)
 --   {3}                          request id reused for another bid
 --   {4, price, inc}              too low
 --   {5}                          closed
+--   {6}                          the seller's own bid
 -- or {0} when the state is missing (the caller loads it and retries).
 
 local function int(n) return string.format('%d', n) end
 
-local s = redis.call('HMGET', KEYS[1], 'price', 'inc', 'leader', 'end_us', 'status', 'window_us', 'by_us', 'seq')
+local s = redis.call('HMGET', KEYS[1], 'price', 'inc', 'leader', 'end_us', 'status', 'window_us', 'by_us', 'seq', 'seller')
 if not s[1] then
   return {0}
 end
 local price, inc, leader = tonumber(s[1]), tonumber(s[2]), s[3]
 local end_us, status = tonumber(s[4]), s[5]
 local window_us, by_us, seq = tonumber(s[6]), tonumber(s[7]), tonumber(s[8])
+local seller = s[9]
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -52,6 +54,8 @@ for i = 1, n do
     else
       out[i + 1] = {3}
     end
+  elseif bidder == seller then
+    out[i + 1] = {6}
   elseif status ~= 'OPEN' or now >= end_us then
     out[i + 1] = {5}
   elseif amount < price + inc then
@@ -75,5 +79,5 @@ if changed then
   redis.call('HSET', KEYS[1], 'price', int(price), 'leader', leader, 'end_us', int(end_us), 'seq', int(seq))
   redis.call('HSET', KEYS[2], unpack(newreqs))
 end
-out[1] = {price, inc, end_us, status, seq, leader or ''}
+out[1] = {price, inc, end_us, status, seq, leader or '', seller or ''}
 return out

@@ -7,6 +7,7 @@
 -- all use that one instant, so a pause between two clock reads can never
 -- accept a bid "before the end" and record it after. clock_timestamp(), not
 -- now(): now() is the transaction's start. The extension never shortens.
+-- A seller never bids on their own auction.
 -- A repeated request id makes the INSERT fail with a unique violation,
 -- which undoes the UPDATE with it.
 WITH locked AS (
@@ -15,6 +16,7 @@ WITH locked AS (
      WHERE id = $1
        AND status = 'OPEN'
        AND mode = 'COLD'
+       AND seller_id <> $2
        AND $3::numeric >= current_price + min_increment
        FOR UPDATE
 ),

@@ -1,0 +1,162 @@
+// Package auth is bidgate's identity: it verifies the OAuth 2.0 bearer
+// tokens (JWTs, RFC 7519) that clients send, against the issuer's JWKS, and
+// says who the caller is and what they may do. It also mints tokens with a
+// key of its own, for the dev cluster, tests and the bench harness.
+//
+// Only asymmetric signatures are accepted (EdDSA, ES256, RS256): a verifier
+// that holds no secret cannot be made to sign, and "alg: none" or an HMAC
+// keyed with a public key is refused. exp is required, nbf honoured, iss and
+// aud always checked, with at most Leeway of clock skew.
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Scopes a token may carry in its space-separated "scope" claim.
+const (
+	ScopeBid      = "bid"      // place bids, buy now
+	ScopeSell     = "sell"     // create auctions
+	ScopeOperator = "operator" // promote, cluster routes
+)
+
+// Algorithms are the signature algorithms a token may use.
+var Algorithms = []string{"EdDSA", "ES256", "RS256"}
+
+// MaxLeeway bounds the clock skew allowed on exp and nbf.
+const MaxLeeway = 30 * time.Second
+
+// Principal is an authenticated caller: the token's subject and scopes.
+type Principal struct {
+	UserID int64
+	Scopes []string
+}
+
+// Can reports whether the caller holds scope.
+func (p Principal) Can(scope string) bool { return slices.Contains(p.Scopes, scope) }
+
+// ErrInvalidToken is wrapped by every verification failure. Its message
+// never holds the token.
+var ErrInvalidToken = errors.New("invalid token")
+
+// Config says which tokens a Verifier accepts. Exactly one key source is
+// given: JWKSFile, JWKSURL or JWKS.
+type Config struct {
+	JWKSFile string          // re-read when it changes, checked every FileCheck
+	JWKSURL  string          // fetched, refreshed hourly and on an unknown kid
+	JWKS     json.RawMessage // a fixed set (the dev key's)
+	Issuer   string          // required iss
+	Audience string          // required in aud
+	// Leeway is the clock skew allowed on exp and nbf; default and at most
+	// MaxLeeway.
+	Leeway    time.Duration
+	FileCheck time.Duration // how often a file or fetched set is checked for changes; default 5s
+	// CacheSize bounds the verified tokens kept; default 65536, negative
+	// keeps none (every token is checked every time).
+	CacheSize int
+	Log       *slog.Logger
+}
+
+// Verifier checks bearer tokens. It is safe for concurrent use.
+//
+// A signature check costs about 100 µs, more than the rest of a bid, so
+// verified tokens are cached (by their SHA-256) until they expire. A change
+// of keys empties the cache: a token of a removed key is refused at once.
+type Verifier struct {
+	keys    jwt.Keyfunc
+	recheck func() // nil unless the keys may change during a verification
+	parser  *jwt.Parser
+	cache   *tokenCache
+}
+
+// NewVerifier returns a Verifier; a key source that runs in the background
+// (a watched file, a fetched URL) stops when ctx ends.
+func NewVerifier(ctx context.Context, cfg Config) (*Verifier, error) {
+	if cfg.Issuer == "" || cfg.Audience == "" {
+		return nil, errors.New("token verification needs an issuer and an audience")
+	}
+	if cfg.Leeway <= 0 || cfg.Leeway > MaxLeeway {
+		cfg.Leeway = MaxLeeway
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.CacheSize == 0 {
+		cfg.CacheSize = 65536
+	}
+	cache := newTokenCache(cfg.CacheSize)
+	keys, recheck, err := openKeySet(ctx, cfg, cache.clear)
+	if err != nil {
+		return nil, err
+	}
+	return &Verifier{keys: keys, recheck: recheck, cache: cache, parser: jwt.NewParser(
+		jwt.WithValidMethods(Algorithms),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuer(cfg.Issuer),
+		jwt.WithAudience(cfg.Audience),
+		jwt.WithLeeway(cfg.Leeway),
+	)}, nil
+}
+
+type claims struct {
+	jwt.RegisteredClaims
+	Scope string `json:"scope"`
+}
+
+// Verify checks a token (without its "Bearer " prefix) and returns its
+// principal, or an error wrapping ErrInvalidToken.
+func (v *Verifier) Verify(token string) (Principal, error) {
+	sum := sha256.Sum256([]byte(token))
+	now := time.Now()
+	p, ok, gen := v.cache.get(sum, now)
+	if ok {
+		return p, nil
+	}
+	var c claims
+	_, err := v.parser.ParseWithClaims(token, &c, v.keys)
+	if v.recheck != nil {
+		v.recheck() // this very check may have fetched new keys
+	}
+	if err != nil {
+		return Principal{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	id, err := ParseSubject(c.Subject)
+	if err != nil {
+		return Principal{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	p = Principal{UserID: id, Scopes: strings.Fields(c.Scope)}
+	// Only a token valid without leeway is cached: within the leeway the
+	// parser decides each time.
+	if c.NotBefore == nil || !c.NotBefore.After(now) {
+		v.cache.put(sum, p, c.ExpiresAt.Time, gen)
+	}
+	return p, nil
+}
+
+// ParseSubject reads a user id as tokens carry it in sub: a positive
+// decimal int64, digits only, no sign or leading zero.
+func ParseSubject(sub string) (int64, error) {
+	n, err := strconv.ParseInt(sub, 10, 64)
+	if err != nil || n <= 0 || strconv.FormatInt(n, 10) != sub {
+		return 0, fmt.Errorf("sub must be a user id of decimal digits, got %q", truncate(sub, 24))
+	}
+	return n, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

@@ -1,0 +1,135 @@
+package gateway
+
+import (
+	"bytes"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"golang.org/x/time/rate"
+
+	"bidgate/auth"
+)
+
+// Authenticator is what the gateway needs to know who is calling.
+type Authenticator interface {
+	Verify(token string) (auth.Principal, error)
+}
+
+// authorized wraps a handler that needs a caller holding scope. It answers
+// 401 for a missing or invalid token (RFC 6750), 403 for a missing scope,
+// and 429 for an address that failed authentication too often: a flood of
+// bad tokens costs one map lookup each, not a signature check.
+func (s *Server) authorized(scope string, h func(*fasthttp.RequestCtx, auth.Principal)) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		if s.cfg.AuthOff {
+			h(ctx, auth.Principal{}) // no user: the body names one
+			return
+		}
+		addr := ctx.RemoteIP().String()
+		if wait, limited := s.authFailures.limited(addr); limited {
+			p := newProblem(fasthttp.StatusTooManyRequests, "rate_limited", "too many failed authentications from this address; retry later")
+			p.RetryAfterSeconds = int(math.Ceil(wait.Seconds()))
+			writeProblem(ctx, p)
+			return
+		}
+		token, ok := bearer(ctx.Request.Header.Peek("Authorization"))
+		if !ok {
+			s.authFailures.fail(addr)
+			ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="bidgate"`)
+			writeProblem(ctx, newProblem(fasthttp.StatusUnauthorized, "unauthenticated",
+				"this route needs Authorization: Bearer <token>"))
+			return
+		}
+		if s.cfg.Auth == nil {
+			s.authFailures.fail(addr)
+			ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="bidgate", error="invalid_token"`)
+			writeProblem(ctx, newProblem(fasthttp.StatusUnauthorized, "unauthenticated", "this node accepts no token"))
+			return
+		}
+		p, err := s.cfg.Auth.Verify(token)
+		if err != nil {
+			s.authFailures.fail(addr)
+			s.metrics.authFailures.Inc()
+			ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="bidgate", error="invalid_token", error_description="the token is malformed, expired, not yet valid, wrongly signed or not for this service"`)
+			writeProblem(ctx, newProblem(fasthttp.StatusUnauthorized, "unauthenticated",
+				"the bearer token is malformed, expired, not yet valid, wrongly signed or not for this service"))
+			return
+		}
+		if !p.Can(scope) {
+			ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="bidgate", error="insufficient_scope", scope="`+scope+`"`)
+			writeProblem(ctx, newProblem(fasthttp.StatusForbidden, "forbidden", "the token lacks the scope "+scope))
+			return
+		}
+		h(ctx, p)
+	}
+}
+
+// bearer reads "Bearer <token>" (the scheme in any case).
+func bearer(h []byte) (string, bool) {
+	const scheme = "bearer "
+	if len(h) <= len(scheme) || !bytes.EqualFold(h[:len(scheme)], []byte(scheme)) {
+		return "", false
+	}
+	t := bytes.TrimSpace(h[len(scheme):])
+	return string(t), len(t) > 0
+}
+
+// failureLimiter is a token bucket per client address, drawn on only by
+// failed authentications.
+type failureLimiter struct {
+	rate  rate.Limit
+	burst int
+
+	mu      sync.Mutex
+	addrs   map[string]*rate.Limiter
+	sweep   time.Time
+	maxIdle time.Duration
+}
+
+func newFailureLimiter(perSecond float64, burst int) *failureLimiter {
+	return &failureLimiter{rate: rate.Limit(perSecond), burst: burst, addrs: map[string]*rate.Limiter{},
+		maxIdle: time.Duration(float64(burst)/perSecond*float64(time.Second)) + time.Second}
+}
+
+// limited reports whether addr has no failure left, and how long until it
+// has one.
+func (f *failureLimiter) limited(addr string) (time.Duration, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.addrs[addr]
+	if l == nil {
+		return 0, false
+	}
+	now := time.Now()
+	if l.TokensAt(now) >= 1 {
+		return 0, false
+	}
+	r := l.ReserveN(now, 1)
+	wait := r.DelayFrom(now)
+	r.CancelAt(now)
+	return wait, true
+}
+
+// fail draws one failure from addr's bucket.
+func (f *failureLimiter) fail(addr string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	if now.Sub(f.sweep) > f.maxIdle {
+		// A full bucket is the same as none: forget addresses that are.
+		for a, l := range f.addrs {
+			if l.TokensAt(now) >= float64(f.burst) {
+				delete(f.addrs, a)
+			}
+		}
+		f.sweep = now
+	}
+	l := f.addrs[addr]
+	if l == nil {
+		l = rate.NewLimiter(f.rate, f.burst)
+		f.addrs[addr] = l
+	}
+	l.AllowN(now, 1)
+}
