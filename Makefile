@@ -10,7 +10,7 @@ export BIDGATE_POSTGRES_URL ?= postgres://$(PGUSER)@$(PGHOST):$(PGPORT)/$(DBNAME
 
 STATICCHECK = go run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run run-one build test chaos bench demo loadtest lint db check-postgres check-redis
+.PHONY: run run-one build test fuzz chaos bench demo loadtest lint db check-postgres check-redis
 
 ## run: a local 3-node cluster on :8080-8082 with the embedded Kafka broker, on the local PostgreSQL and Redis
 run: db check-redis build
@@ -28,6 +28,14 @@ build:
 test: check-postgres check-redis
 	go vet ./...
 	go test -race -count=1 -timeout 9m ./...
+
+## fuzz: each fuzz target (amounts, ids, bid and auction bodies) for FUZZTIME (default 10s)
+FUZZTIME ?= 10s
+fuzz:
+	go test -run '^$$' -fuzz '^FuzzParseMoney$$' -fuzztime $(FUZZTIME) .
+	go test -run '^$$' -fuzz '^FuzzParseID$$' -fuzztime $(FUZZTIME) .
+	go test -run '^$$' -fuzz '^FuzzBidRequest$$' -fuzztime $(FUZZTIME) ./gateway/
+	go test -run '^$$' -fuzz '^FuzzAuctionRequest$$' -fuzztime $(FUZZTIME) ./gateway/
 
 ## chaos: the fault harness (own PostgreSQL, Redis, broker and 3 node processes on loopback): six faults under a flash sale, audited; CHAOS_SCENARIOS=node-kill picks one
 chaos:

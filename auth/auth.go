@@ -17,11 +17,12 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"bidgate"
 )
 
 // Scopes a token may carry in its space-separated "scope" claim.
@@ -144,19 +145,12 @@ func (v *Verifier) Verify(token string) (Principal, error) {
 	return p, nil
 }
 
-// ParseSubject reads a user id as tokens carry it in sub: a positive
-// decimal int64, digits only, no sign or leading zero.
+// ParseSubject reads a user id as tokens carry it in sub: a canonical
+// positive decimal int64 (bidgate.ParseID).
 func ParseSubject(sub string) (int64, error) {
-	n, err := strconv.ParseInt(sub, 10, 64)
-	if err != nil || n <= 0 || strconv.FormatInt(n, 10) != sub {
-		return 0, fmt.Errorf("sub must be a user id of decimal digits, got %q", truncate(sub, 24))
+	n, err := bidgate.ParseID(sub)
+	if err != nil {
+		return 0, fmt.Errorf("sub: %w", err)
 	}
 	return n, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }

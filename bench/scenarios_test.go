@@ -85,7 +85,10 @@ func TestScenariosAgainstTheRealStack(t *testing.T) {
 		t.Log(text.String())
 		requirePassed(t, res)
 
-		if got := res.Latency.Count(Created); got < 1000 {
+		// The load ran. Most of its ~1,900 bids race each other on two hot
+		// auctions and lose as too low; how many win depends on the
+		// machine's speed, which this test does not judge.
+		if got := res.Latency.Count(Created); got < 200 {
 			t.Errorf("only %d bids accepted", got)
 		}
 		if res.Latency.Count(Replayed) == 0 {

@@ -119,6 +119,9 @@ func TestCreateAuctionRejectsBadInput(t *testing.T) {
 		{"not an object", `[1,2]`, 400, "malformed_json"},
 		{"two objects", `{"title":"x"} {}`, 400, "malformed_json"},
 		{"unknown field", with(validAuction(), "reserve", "5"), 400, "malformed_json"},
+		{"duplicate start price", `{"title":"x","startPrice":"1","startPrice":"900","minIncrement":"1","endTime":"` + future(time.Hour) + `"}`, 400, "malformed_json"},
+		{"case-mismatched key", `{"TITLE":"x","startPrice":"1","minIncrement":"1","endTime":"` + future(time.Hour) + `"}`, 400, "malformed_json"},
+		{"invalid UTF-8 title", "{\"title\":\"caf\xe9\",\"startPrice\":\"1\",\"minIncrement\":\"1\",\"endTime\":\"" + future(time.Hour) + "\"}", 400, "malformed_json"},
 		{"missing title", with(validAuction(), "title", nil), 400, "invalid_title"},
 		{"blank title", with(validAuction(), "title", "   "), 400, "invalid_title"},
 		{"title of 201 characters", with(validAuction(), "title", strings.Repeat("é", 201)), 400, "invalid_title"},
@@ -128,10 +131,10 @@ func TestCreateAuctionRejectsBadInput(t *testing.T) {
 		{"seller as string", with(validAuction(), "sellerId", fmt.Sprint(testSeller)), 400, "malformed_json"},
 		{"fractional seller", with(validAuction(), "sellerId", 1.5), 400, "malformed_json"},
 		{"missing start price", with(validAuction(), "startPrice", nil), 400, "invalid_amount"},
-		{"negative start price", with(validAuction(), "startPrice", "-1"), 400, "malformed_json"},
-		{"three decimals", with(validAuction(), "startPrice", "2000.100"), 400, "malformed_json"},
-		{"exponent", `{"title":"x","startPrice":1e3,"minIncrement":"1","endTime":"` + future(time.Hour) + `"}`, 400, "malformed_json"},
-		{"NaN", with(validAuction(), "startPrice", "NaN"), 400, "malformed_json"},
+		{"negative start price", with(validAuction(), "startPrice", "-1"), 400, "invalid_amount"},
+		{"three decimals", with(validAuction(), "startPrice", "2000.100"), 400, "invalid_amount"},
+		{"exponent", `{"title":"x","startPrice":1e3,"minIncrement":"1","endTime":"` + future(time.Hour) + `"}`, 400, "invalid_amount"},
+		{"NaN", with(validAuction(), "startPrice", "NaN"), 400, "invalid_amount"},
 		{"over NUMERIC(14,2)", with(validAuction(), "startPrice", "1000000000000"), 400, "invalid_amount"},
 		{"zero increment", with(validAuction(), "minIncrement", "0"), 400, "invalid_amount"},
 		{"missing end", with(validAuction(), "endTime", nil), 400, "invalid_end_time"},
@@ -232,25 +235,38 @@ func TestBidRejectsBadInput(t *testing.T) {
 		{"non-numeric id", "/auctions/abc/bids", []string{"Idempotency-Key", key}, good, "invalid_id", 400},
 		{"id overflow", "/auctions/99999999999999999999/bids", []string{"Idempotency-Key", key}, good, "invalid_id", 400},
 		{"zero id", "/auctions/0/bids", []string{"Idempotency-Key", key}, good, "invalid_id", 400},
+		{"leading zero id", fmt.Sprintf("/auctions/0%d/bids", id), []string{"Idempotency-Key", key}, good, "invalid_id", 400},
+		{"signed id", fmt.Sprintf("/auctions/+%d/bids", id), []string{"Idempotency-Key", key}, good, "invalid_id", 400},
+		{"duplicate amount", path, []string{"Idempotency-Key", key}, `{"amount":1010,"amount":2100}`, "malformed_json", 400},
+		{"duplicate bidder", path, []string{"Idempotency-Key", key}, `{"bidderId":42,"bidderId":43,"amount":1010}`, "malformed_json", 400},
+		{"case-mismatched key", path, []string{"Idempotency-Key", key}, `{"AMOUNT":1010}`, "malformed_json", 400},
+		{"invalid UTF-8", path, []string{"Idempotency-Key", key}, "{\"amount\":\"1010\xff\"}", "malformed_json", 400},
 		{"malformed JSON", path, []string{"Idempotency-Key", key}, `{`, "malformed_json", 400},
 		{"unknown field", path, []string{"Idempotency-Key", key}, map[string]any{"x": 1, "amount": 1010}, "malformed_json", 400},
 		{"missing amount", path, []string{"Idempotency-Key", key}, map[string]any{}, "invalid_amount", 400},
-		{"null amount", path, []string{"Idempotency-Key", key}, `{"amount":null}`, "malformed_json", 400},
+		{"null amount", path, []string{"Idempotency-Key", key}, `{"amount":null}`, "invalid_amount", 400},
 		{"zero amount", path, []string{"Idempotency-Key", key}, map[string]any{"amount": 0}, "invalid_amount", 400},
-		{"negative amount", path, []string{"Idempotency-Key", key}, map[string]any{"amount": -5}, "malformed_json", 400},
-		{"three decimals", path, []string{"Idempotency-Key", key}, `{"amount":1010.001}`, "malformed_json", 400},
-		{"exponent", path, []string{"Idempotency-Key", key}, `{"amount":1.01e3}`, "malformed_json", 400},
-		{"NaN", path, []string{"Idempotency-Key", key}, map[string]any{"amount": "NaN"}, "malformed_json", 400},
+		{"negative amount", path, []string{"Idempotency-Key", key}, map[string]any{"amount": -5}, "invalid_amount", 400},
+		{"three decimals", path, []string{"Idempotency-Key", key}, `{"amount":1010.001}`, "invalid_amount", 400},
+		{"exponent", path, []string{"Idempotency-Key", key}, `{"amount":1.01e3}`, "invalid_amount", 400},
+		{"NaN", path, []string{"Idempotency-Key", key}, map[string]any{"amount": "NaN"}, "invalid_amount", 400},
 		{"over NUMERIC(14,2)", path, []string{"Idempotency-Key", key}, map[string]any{"amount": "1000000000000.00"}, "invalid_amount", 400},
 		{"another bidder", path, []string{"Idempotency-Key", key}, map[string]any{"bidderId": 43, "amount": 1010}, "subject_mismatch", 403},
 		{"zero bidder", path, []string{"Idempotency-Key", key}, map[string]any{"bidderId": 0, "amount": 1010}, "subject_mismatch", 403},
 		{"bidder as string", path, []string{"Idempotency-Key", key}, map[string]any{"bidderId": "42", "amount": 1010}, "malformed_json", 400},
-		{"oversized body", path, []string{"Idempotency-Key", key}, `{"amount":1010,"pad":"` + strings.Repeat("a", 70<<10) + `"}`, "body_too_large", 413},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			wantProblem(t, s.do("POST", c.path, c.body, append(c.header, as(t, 42, auth.ScopeBid)...)...), c.status, c.code)
 		})
+	}
+	// An oversized body is refused from its Content-Length, before it is
+	// read: only the headers are sent, so that the server closing the
+	// connection cannot reset a client still writing.
+	oversized := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\nIdempotency-Key: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
+		path, key, token(t, 42, auth.ScopeBid), 70<<10)
+	if answer := send(t, strings.TrimPrefix(s.base, "http://"), oversized); !strings.HasPrefix(answer, "HTTP/1.1 413") || !strings.Contains(answer, `"code":"body_too_large"`) {
+		t.Fatalf("oversized body: %s", answer)
 	}
 	// Nothing above changed the auction: the key is still fresh.
 	if g := s.do("GET", fmt.Sprintf("/auctions/%d", id), nil); g.body["bidCount"] != float64(0) {

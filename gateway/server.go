@@ -6,17 +6,18 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	stdjson "encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"runtime/debug"
-	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/fasthttp/router"
+	"github.com/go-json-experiment/json"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp"
@@ -169,7 +170,7 @@ func (s *Server) newHTTPServer(h fasthttp.RequestHandler) *fasthttp.Server {
 		WriteTimeout:       s.cfg.WriteTimeout,
 		IdleTimeout:        s.cfg.IdleTimeout,
 		ErrorHandler:       s.transportError,
-		Logger:             slogPrinter{s.log},
+		Logger:             newSlogPrinter(s.log),
 	}
 }
 
@@ -201,15 +202,16 @@ func (s *Server) recovered(ctx *fasthttp.RequestCtx, v any) {
 	writeProblem(ctx, newProblem(fasthttp.StatusInternalServerError, "internal", "internal error"))
 }
 
-// transportError answers what fasthttp rejects before any handler runs, such
-// as an oversized body.
+// transportError answers what fasthttp rejects before any handler runs,
+// such as an oversized body or a malformed request, with a fixed message:
+// the request's bytes (its headers, tokens, cookies) are never echoed.
 func (s *Server) transportError(ctx *fasthttp.RequestCtx, err error) {
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 		writeProblem(ctx, newProblem(fasthttp.StatusRequestEntityTooLarge, "body_too_large",
 			fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBodyBytes)))
 		return
 	}
-	writeProblem(ctx, newProblem(fasthttp.StatusBadRequest, "malformed_request", err.Error()))
+	writeProblem(ctx, newProblem(fasthttp.StatusBadRequest, "malformed_request", "the request is not valid HTTP/1.1"))
 }
 
 func (s *Server) readyz(ctx *fasthttp.RequestCtx) {
@@ -231,7 +233,7 @@ func (s *Server) requestContext(*fasthttp.RequestCtx) (context.Context, context.
 }
 
 func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
-	b, err := json.Marshal(v)
+	b, err := stdjson.Marshal(v)
 	if err != nil {
 		panic(err) // only our own types are written
 	}
@@ -240,38 +242,78 @@ func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	ctx.SetBody(b)
 }
 
-// decodeJSON reads exactly one JSON object with no unknown fields. The
-// Content-Type is not checked: the body is JSON whatever a client labels it.
+// decodeJSON reads exactly one JSON object, strictly: unknown, duplicate
+// or case-mismatched member names and invalid UTF-8 are malformed_json (a
+// lenient decoder lets {"amount":1,"amount":2100} bid 2100). An amount that
+// does not parse is invalid_amount. The Content-Type is not checked: the
+// body is JSON whatever a client labels it.
 func decodeJSON(ctx *fasthttp.RequestCtx, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(ctx.PostBody()))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, io.EOF) {
-			return bidgate.InvalidInput("malformed_json", "request body is empty")
-		}
-		return bidgate.InvalidInput("malformed_json", "request body: "+err.Error())
+	body := ctx.PostBody()
+	if len(bytes.TrimSpace(body)) == 0 {
+		return bidgate.InvalidInput("malformed_json", "request body is empty")
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return bidgate.InvalidInput("malformed_json", "request body must hold a single JSON object")
+	err := json.Unmarshal(body, v, json.RejectUnknownMembers(true))
+	if err == nil {
+		return nil
 	}
-	return nil
+	var semantic *json.SemanticError
+	if errors.As(err, &semantic) && moneyMembers[string(semantic.JSONPointer)] {
+		return bidgate.InvalidInput("invalid_amount", fmt.Sprintf("%s: %v", strings.TrimPrefix(string(semantic.JSONPointer), "/"), semantic.Err))
+	}
+	return bidgate.InvalidInput("malformed_json", "request body: "+err.Error())
 }
 
-// pathID reads a positive int64 route parameter.
+// moneyMembers are the request members that hold amounts.
+var moneyMembers = map[string]bool{"/amount": true, "/startPrice": true, "/minIncrement": true}
+
+// pathID reads a route parameter that is an id (bidgate.ParseID).
 func pathID(ctx *fasthttp.RequestCtx, name string) (int64, error) {
 	s, _ := ctx.UserValue(name).(string)
-	id, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || id <= 0 {
-		return 0, bidgate.InvalidInput("invalid_id", fmt.Sprintf("%s must be a positive integer, got %q", name, s))
+	id, err := bidgate.ParseID(s)
+	if err != nil {
+		return 0, bidgate.InvalidInput("invalid_id", fmt.Sprintf("%s: %v", name, err))
 	}
 	return id, nil
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
-// slogPrinter lets fasthttp log through slog.
-type slogPrinter struct{ log *slog.Logger }
+// slogPrinter lets fasthttp log through slog, without what clients sent
+// and without flooding: fasthttp's connection errors quote the request's
+// bytes (tokens and cookies included), so they are cut off, and lines come
+// at most every 10 s, with a count of those left out.
+type slogPrinter struct {
+	log  *slog.Logger
+	mu   *sync.Mutex
+	last *time.Time
+	left *int
+}
+
+func newSlogPrinter(log *slog.Logger) slogPrinter {
+	return slogPrinter{log: log, mu: new(sync.Mutex), last: new(time.Time), left: new(int)}
+}
 
 func (p slogPrinter) Printf(format string, args ...any) {
-	p.log.Warn("fasthttp: " + fmt.Sprintf(format, args...))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now := time.Now(); now.Sub(*p.last) >= 10*time.Second {
+		p.log.Warn("fasthttp: "+scrub(fmt.Sprintf(format, args...)), "not_logged", *p.left)
+		*p.last, *p.left = now, 0
+		return
+	}
+	*p.left++
+}
+
+// scrub drops the quoted request bytes fasthttp appends to parse errors and
+// bounds the length.
+func scrub(msg string) string {
+	for _, cut := range []string{"contents:", "buffer size="} {
+		if i := strings.Index(strings.ToLower(msg), cut); i >= 0 {
+			msg = msg[:i] + "[request bytes not logged]"
+		}
+	}
+	if len(msg) > 300 {
+		msg = msg[:300] + "..."
+	}
+	return strings.ToValidUTF8(msg, "?")
 }

@@ -1,0 +1,110 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// syncBuffer is a log sink safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A request malformed at the HTTP level gets a fixed 400: neither the
+// answer nor the log holds its bytes (a bearer token, a cookie), and a
+// flood of them is a few log lines, not one each.
+func TestMalformedRequestsAreNotEchoed(t *testing.T) {
+	const secret = "s3cr3t-t0ken-of-the-client"
+	var logs syncBuffer
+	srv := New(Config{Auth: testVerifier(t)}, nil, func(context.Context) error { return nil }, prometheus.NewRegistry(),
+		slog.New(slog.NewTextHandler(&logs, nil)))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+
+	requests := []string{
+		"GET /auctions/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + secret + "\r\nCookie: s=" + secret + "\r\nContent-Length: abc\r\n\r\n",
+		"POST /auctions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + secret + "\r\nTransfer-Encoding: chunked\r\n\r\nzz" + secret + "\r\n",
+		"GET /" + secret + " HTTP/9.9\r\nHost: x\r\n\r\n",
+		"G\x00T / HTTP/1.1\r\nAuthorization: Bearer " + secret + "\r\n\r\n",
+	}
+	for range 20 {
+		for _, raw := range requests {
+			answer := send(t, ln.Addr().String(), raw)
+			if strings.Contains(answer, secret) {
+				t.Fatalf("the answer to a malformed request echoes it:\n%s", answer)
+			}
+			if !strings.HasPrefix(answer, "HTTP/1.1 400") && !strings.HasPrefix(answer, "HTTP/1.1 404") && answer != "" {
+				t.Fatalf("answer to %q:\n%s", raw, answer)
+			}
+		}
+	}
+	if strings.Contains(logs.String(), secret) {
+		t.Fatalf("the log holds the request's bytes:\n%s", logs.String())
+	}
+	if n := strings.Count(logs.String(), "\n"); n > 4 {
+		t.Fatalf("%d log lines for 80 malformed requests, want a few:\n%s", n, logs.String())
+	}
+}
+
+// send writes raw on a new connection and returns what comes back until
+// the server closes it or a second passes.
+func send(t *testing.T, addr, raw string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetReadDeadline(time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		out.WriteString(line)
+		if err != nil {
+			return out.String()
+		}
+	}
+}
