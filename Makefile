@@ -18,7 +18,8 @@ run: db check-redis build
 
 ## run-one: a single node on :8080 with every role
 run-one: db check-redis build
-	bin/bidgate serve --dev-key .bidgate/dev-key.pem
+	BIDGATE_CLUSTER_KEY=$$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n') BIDGATE_CLUSTER_SECRET=$$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n') \
+	  bin/bidgate serve --dev-key .bidgate/dev-key.pem
 
 ## build: compile bin/bidgate
 build:

@@ -91,6 +91,7 @@ func startStack(t *testing.T) stack {
 		"--postgres-url", dbURL,
 		"--redis-addrs", testRedisAddr(),
 		"--dev-key", keyFile,
+		"--insecure-cluster", // one node: nothing to gossip or forward with
 		"--node-id", "bench-test",
 		"--log-level", "warn")
 	out := &lockedBuffer{}

@@ -123,11 +123,12 @@ const forwardedKey = "bidgate.forwarded"
 
 // internalBid serves POST /auctions/{id}/bids on the internal endpoint.
 func (s *Server) internalBid(ctx *fasthttp.RequestCtx) {
-	if !verify(s.cfg.ClusterSecret, ctx) {
-		writeProblem(ctx, newProblem(fasthttp.StatusUnauthorized, "bad_signature",
-			"internal requests must be signed with the cluster secret"))
+	if err := s.signer.verifyRequest(ctx); err != nil {
+		writeProblem(ctx, newProblem(fasthttp.StatusUnauthorized, "bad_signature", "internal request "+err.Error()))
 		return
 	}
+	// Whatever the answer, it is signed for this request.
+	defer s.signer.signAnswer(string(ctx.Request.Header.Peek(headerSignature)), &ctx.Response)
 	if hop, _ := strconv.Atoi(string(ctx.Request.Header.Peek(headerHop))); hop != 1 {
 		writeProblem(ctx, newProblem(fasthttp.StatusBadRequest, "bad_hop", "a forwarded bid carries X-Bidgate-Hop: 1"))
 		return

@@ -196,12 +196,16 @@ func TestInternalEndpointNeedsTheSignature(t *testing.T) {
 	key := uuid.NewString()
 	inner := &testServer{t: t, base: "http://" + n.inner.Addr().String()}
 	ts := fmt.Sprint(time.Now().Unix())
+	nonces := 0
 	signed := func(secret []byte, ts, subject, body string) []string {
-		return []string{headerHop, "1", headerTimestamp, ts, headerSubject, subject,
-			headerSignature, sign(secret, "POST", path, key, ts, subject, []byte(body))}
+		nonces++
+		nonce := fmt.Sprintf("%032x", nonces)
+		return []string{headerHop, "1", headerTimestamp, ts, headerSubject, subject, headerNonce, nonce,
+			headerSignature, sign(secret, "POST", path, key, ts, nonce, subject, []byte(body))}
 	}
 	swapped := signed(clusterSecret, ts, "1", body)
 	swapped[5] = "2" // the subject header, changed after signing
+	stale := fmt.Sprint(time.Now().Add(-11 * time.Second).Unix())
 	cases := []struct {
 		name   string
 		header []string
@@ -212,6 +216,7 @@ func TestInternalEndpointNeedsTheSignature(t *testing.T) {
 		{"no signature", []string{headerHop, "1", headerSubject, "1"}, body, 401, "bad_signature"},
 		{"wrong secret", signed([]byte("other"), ts, "1", body), body, 401, "bad_signature"},
 		{"stale timestamp", signed(clusterSecret, "1000", "1", body), body, 401, "bad_signature"},
+		{"11 s old", signed(clusterSecret, stale, "1", body), body, 401, "bad_signature"},
 		{"signature of another body", signed(clusterSecret, ts, "1", `{}`), body, 401, "bad_signature"},
 		{"subject swapped after signing", swapped, body, 401, "bad_signature"},
 		{"no subject", signed(clusterSecret, ts, "", body), body, 400, "bad_subject"},
@@ -224,11 +229,18 @@ func TestInternalEndpointNeedsTheSignature(t *testing.T) {
 			wantProblem(t, inner.do("POST", path, c.body, append([]string{"Idempotency-Key", key}, c.header...)...), c.status, c.code)
 		})
 	}
-	// None of the above used the key; the signed subject is the bidder.
-	r := inner.do("POST", path, body, append([]string{"Idempotency-Key", key}, signed(clusterSecret, ts, "77", body)...)...)
+	// None of the above used the key; the signed subject is the bidder, and
+	// the answer is signed for this request.
+	valid := signed(clusterSecret, ts, "77", body)
+	r := inner.do("POST", path, body, append([]string{"Idempotency-Key", key}, valid...)...)
 	if r.status != 201 || r.body["bidderId"] != float64(77) {
 		t.Fatalf("valid forwarded bid: %d %s, want 201 by bidder 77", r.status, r.raw)
 	}
+	if got, want := r.header.Get(headerAnswerSig), sign(clusterSecret, valid[9], "201", []byte(r.raw)); got != want {
+		t.Fatalf("answer signature %q, want %q", got, want)
+	}
+	// The same signed request again, within the window: refused, once only.
+	wantProblem(t, inner.do("POST", path, body, append([]string{"Idempotency-Key", key}, valid...)...), 401, "bad_signature")
 }
 
 // The cluster routes are operators' (API5, function-level authorization).

@@ -1,9 +1,7 @@
 package gateway
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
+	"errors"
 	"strconv"
 	"time"
 
@@ -27,12 +25,10 @@ const (
 	headerTimestamp = "X-Bidgate-Timestamp"
 	headerSignature = "X-Bidgate-Signature"
 	headerSubject   = "X-Bidgate-Subject" // the bidder, as the forwarding node authenticated them
-	headerNode      = "X-Bidgate-Node"    // the node that decided the bid
+	headerNonce     = "X-Bidgate-Nonce"   // makes each forwarded request unique, accepted once
+	headerAnswerSig = "X-Bidgate-Answer-Signature"
+	headerNode      = "X-Bidgate-Node" // the node that decided the bid
 )
-
-// signatureWindow bounds how old a signed request may be. It is a node
-// clock, used only to limit replays of captured internal requests.
-const signatureWindow = time.Minute
 
 // forwarder sends bids to the node that owns their auction, over pooled
 // keep-alive connections. Correctness never depends on it: two nodes that
@@ -40,17 +36,17 @@ const signatureWindow = time.Minute
 // Redis serialize; owning buys cache locality and batching.
 type forwarder struct {
 	cluster Cluster
-	secret  []byte
+	signer  *signer
 	client  *fasthttp.Client
 
 	forwarded *prometheus.CounterVec
 	latency   prometheus.Histogram
 }
 
-func newForwarder(cluster Cluster, secret []byte, timeout time.Duration, reg prometheus.Registerer) *forwarder {
+func newForwarder(cluster Cluster, signer *signer, timeout time.Duration, reg prometheus.Registerer) *forwarder {
 	f := &forwarder{
 		cluster: cluster,
-		secret:  secret,
+		signer:  signer,
 		client: &fasthttp.Client{
 			Name:                "bidgate-forwarder",
 			MaxConnsPerHost:     1024,
@@ -72,6 +68,9 @@ func newForwarder(cluster Cluster, secret []byte, timeout time.Duration, reg pro
 	reg.MustRegister(f.forwarded, f.latency)
 	return f
 }
+
+// errBadAnswer: the owner's answer does not carry a valid signature.
+var errBadAnswer = errors.New("forwarded bid: the answer is not signed with the cluster secret")
 
 // forward sends the bid to its owner when that is another node and copies
 // the owner's answer into ctx. It returns false when this node should serve
@@ -112,18 +111,19 @@ func (f *forwarder) send(ctx *fasthttp.RequestCtx, to ring.Member, bidder int64)
 	key := ctx.Request.Header.Peek("Idempotency-Key")
 	req.Header.SetBytesV("Idempotency-Key", key)
 	req.SetBody(ctx.PostBody())
-	ts := strconv.FormatInt(time.Now().Unix(), 10)
 	subject := strconv.FormatInt(bidder, 10)
 	req.Header.Set(headerHop, "1")
-	req.Header.Set(headerTimestamp, ts)
-	req.Header.Set(headerSubject, subject)
-	req.Header.Set(headerSignature, sign(f.secret, string(ctx.Method()), string(ctx.Path()), string(key), ts, subject, ctx.PostBody()))
-
+	reqSig := f.signer.signRequest(req, subject)
 	start := time.Now()
 	err := f.client.Do(req, resp)
 	f.latency.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return err
+	}
+	// An answer the owner did not sign for this very request (a process
+	// that is not a member, a replayed answer) counts as no answer.
+	if !f.signer.verifyAnswer(reqSig, resp) {
+		return errBadAnswer
 	}
 	ctx.SetStatusCode(resp.StatusCode())
 	ctx.Response.Header.SetContentTypeBytes(resp.Header.ContentType())
@@ -134,31 +134,4 @@ func (f *forwarder) send(ctx *fasthttp.RequestCtx, to ring.Member, bidder int64)
 	}
 	ctx.SetBody(resp.Body())
 	return nil
-}
-
-// sign is the HMAC-SHA256, under the cluster secret, of everything a
-// forwarded bid carries.
-func sign(secret []byte, method, path, key, ts, subject string, body []byte) string {
-	m := hmac.New(sha256.New, secret)
-	for _, part := range []string{method, path, key, ts, subject} {
-		m.Write([]byte(part))
-		m.Write([]byte{'\n'})
-	}
-	m.Write(body)
-	return hex.EncodeToString(m.Sum(nil))
-}
-
-// verify checks a forwarded request's signature and age.
-func verify(secret []byte, ctx *fasthttp.RequestCtx) bool {
-	ts := string(ctx.Request.Header.Peek(headerTimestamp))
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || len(secret) == 0 {
-		return false
-	}
-	if age := time.Since(time.Unix(sec, 0)); age > signatureWindow || age < -signatureWindow {
-		return false
-	}
-	want := sign(secret, string(ctx.Method()), string(ctx.Path()),
-		string(ctx.Request.Header.Peek("Idempotency-Key")), ts, string(ctx.Request.Header.Peek(headerSubject)), ctx.PostBody())
-	return hmac.Equal([]byte(want), ctx.Request.Header.Peek(headerSignature))
 }

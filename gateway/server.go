@@ -109,6 +109,7 @@ type Server struct {
 	log          *slog.Logger
 	metrics      *metrics
 	forward      *forwarder // nil on a single node
+	signer       *signer
 	authFailures *failureLimiter
 	http         *fasthttp.Server
 	internal     *fasthttp.Server
@@ -119,9 +120,9 @@ type Server struct {
 func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *prometheus.Registry, log *slog.Logger) *Server {
 	cfg.setDefaults()
 	s := &Server{cfg: cfg, auctions: auctions, ready: ready, log: log, metrics: newMetrics(reg),
-		authFailures: newFailureLimiter(cfg.AuthFailureRate, cfg.AuthFailureBurst)}
+		authFailures: newFailureLimiter(cfg.AuthFailureRate, cfg.AuthFailureBurst), signer: newSigner(cfg.ClusterSecret)}
 	if cfg.Cluster != nil {
-		s.forward = newForwarder(cfg.Cluster, cfg.ClusterSecret, cfg.ForwardTimeout, reg)
+		s.forward = newForwarder(cfg.Cluster, s.signer, cfg.ForwardTimeout, reg)
 	}
 
 	r := router.New()

@@ -224,11 +224,17 @@ func TestPersisterCrashBetweenInsertAndCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	crashing := p.persister("persister")
+	r := kafka.NewReader(p.broker.Addrs(), kafka.TopicBidAccepted, "persister")
+	crashing := persist.NewPersister(p.db, p.rdb, r, persist.PersisterConfig{}, prometheus.NewRegistry())
 	crashed := errors.New("crash")
 	persist.SetAfterInsert(crashing, func() error { return crashed })
 	if err := crashing.Run(context.Background()); !errors.Is(err, crashed) {
 		t.Fatalf("persister run: %v", err)
+	}
+	// The crashed process's connections die with it: its group membership
+	// and partitions go to the next persister.
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
 	}
 	var n int
 	if err := p.db.QueryRow(context.Background(), `SELECT count(*) FROM bid WHERE auction_id = $1`, a.ID).Scan(&n); err != nil || n == 0 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -8,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/hashicorp/memberlist"
 
 	"bidgate/auth"
 	"bidgate/fanout"
@@ -54,6 +57,7 @@ type config struct {
 	Seeds             string
 	ClusterKey        string
 	ClusterSecret     string
+	InsecureCluster   bool
 }
 
 func parseConfig(cmd string, args []string) (config, error) {
@@ -94,14 +98,15 @@ func parseConfig(cmd string, args []string) (config, error) {
 		fs.StringVar(&c.PersisterGroup, "persister-group", "bidgate-persister", "Kafka consumer group of the persisters")
 		host, _ := os.Hostname()
 		fs.StringVar(&c.NodeID, "node-id", host, "this node's stable id in the cluster")
-		fs.StringVar(&c.InternalListen, "internal-listen", ":8081", "listen address of the internal endpoint that takes forwarded bids")
+		fs.StringVar(&c.InternalListen, "internal-listen", "127.0.0.1:8081", "listen address of the internal endpoint that takes forwarded bids (loopback by default: set it to reach other machines)")
 		fs.StringVar(&c.InternalAdvertise, "internal-advertise", "", "host:port other nodes reach the internal endpoint at (default: gossip address with the internal port)")
 		fs.StringVar(&c.GossipBind, "gossip-bind", "127.0.0.1", "address memberlist binds to")
 		fs.IntVar(&c.GossipPort, "gossip-port", 7946, "memberlist port (TCP and UDP)")
 		fs.StringVar(&c.GossipAdvertise, "gossip-advertise", "", "address other nodes reach this one at (default --gossip-bind)")
 		fs.StringVar(&c.Seeds, "seeds", "", "gossip addresses (host:port, comma-separated) of cluster members to join; empty starts a new cluster")
-		fs.StringVar(&c.ClusterKey, "cluster-key", "", "gossip encryption key, hex (16, 24 or 32 bytes); empty gossips in clear")
-		fs.StringVar(&c.ClusterSecret, "cluster-secret", "", "secret that signs forwarded bids; the same on every node, required with --seeds")
+		fs.StringVar(&c.ClusterKey, "cluster-key", "", "gossip encryption and authentication key, hex (16, 24 or 32 bytes), the same on every node; required unless --insecure-cluster")
+		fs.StringVar(&c.ClusterSecret, "cluster-secret", "", "secret (at least 16 bytes) that signs forwarded bids and Kafka messages, the same on every node; required unless --insecure-cluster")
+		fs.BoolVar(&c.InsecureCluster, "insecure-cluster", false, "development only: gossip in clear and sign nothing when no --cluster-key / --cluster-secret is given (warned at every start)")
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: bidgate %s [flags]\n\nEvery flag can also be set as BIDGATE_<FLAG_NAME> in the environment.\n\n", cmd)
@@ -148,8 +153,8 @@ func parseConfig(cmd string, args []string) (config, error) {
 		if err := c.Roles.check(); err != nil {
 			return c, err
 		}
-		if c.Seeds != "" && c.ClusterSecret == "" {
-			return c, fmt.Errorf("--cluster-secret (or BIDGATE_CLUSTER_SECRET) is required to join a cluster: it signs forwarded bids")
+		if err := c.checkCluster(); err != nil {
+			return c, err
 		}
 		if c.NodeID == "" {
 			return c, fmt.Errorf("--node-id is required")
@@ -212,6 +217,34 @@ func (c *config) checkAuth() error {
 		}
 	case c.JWTIssuer == "" || c.JWTAudience == "":
 		return fmt.Errorf("--jwt-issuer and --jwt-audience are required with --jwt-jwks-file and --jwt-jwks-url")
+	}
+	return nil
+}
+
+// checkCluster makes sure a node only gossips and forwards with its
+// cluster: a gossip key (memberlist encrypts and authenticates every
+// message with it, so a process without it cannot join) and a secret that
+// signs forwarded bids and Kafka messages. --insecure-cluster lifts both
+// for development, except that forwarding between nodes still needs the
+// secret.
+func (c *config) checkCluster() error {
+	if c.ClusterKey != "" {
+		key, err := hex.DecodeString(c.ClusterKey)
+		if err == nil {
+			err = memberlist.ValidateKey(key)
+		}
+		if err != nil {
+			return fmt.Errorf("--cluster-key must be 16, 24 or 32 bytes in hex (openssl rand -hex 32): %v", err)
+		}
+	}
+	if c.ClusterSecret != "" && len(c.ClusterSecret) < 16 {
+		return fmt.Errorf("--cluster-secret must be at least 16 bytes (openssl rand -hex 32)")
+	}
+	switch {
+	case c.InsecureCluster && c.Seeds != "" && c.ClusterSecret == "":
+		return fmt.Errorf("--cluster-secret (or BIDGATE_CLUSTER_SECRET) is required to join a cluster, even with --insecure-cluster: it signs forwarded bids")
+	case !c.InsecureCluster && (c.ClusterKey == "" || c.ClusterSecret == ""):
+		return fmt.Errorf("bidgate serve needs --cluster-key and --cluster-secret (or BIDGATE_CLUSTER_KEY and BIDGATE_CLUSTER_SECRET), the same on every node; openssl rand -hex 32 makes each. --insecure-cluster runs without them (development only)")
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func TestConfigFlagsAndEnvironment(t *testing.T) {
 			for k, v := range c.env {
 				t.Setenv(k, v)
 			}
-			cfg, err := parseConfig("serve", append([]string{"--dev-key", key}, c.args...))
+			cfg, err := parseConfig("serve", append(append([]string{"--dev-key", key}, clusterArgs...), c.args...))
 			if c.wantErr {
 				if err == nil {
 					t.Fatal("want an error")
@@ -81,7 +82,7 @@ func TestConfigTokenVerification(t *testing.T) {
 			for k, v := range c.env {
 				t.Setenv(k, v)
 			}
-			cfg, err := parseConfig("serve", c.args)
+			cfg, err := parseConfig("serve", append(slices.Clone(clusterArgs), c.args...))
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("error %v, want one about %q", err, c.err)
@@ -93,6 +94,41 @@ func TestConfigTokenVerification(t *testing.T) {
 			}
 			if cfg.JWTIssuer != c.issuer || cfg.JWTAudience != c.audience {
 				t.Fatalf("issuer %q audience %q, want %q %q", cfg.JWTIssuer, cfg.JWTAudience, c.issuer, c.audience)
+			}
+		})
+	}
+}
+
+// clusterArgs are a gossip key and a cluster secret for tests' nodes.
+var clusterArgs = []string{
+	"--cluster-key", "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
+	"--cluster-secret", "a cluster secret of the tests",
+}
+
+// A node needs a gossip key and a cluster secret unless it is explicitly
+// insecure; the key is checked.
+func TestConfigClusterCredentials(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "dev-key.pem")
+	cases := []struct {
+		name string
+		args []string
+		err  string
+	}{
+		{"none", nil, "needs --cluster-key and --cluster-secret"},
+		{"key only", []string{"--cluster-key", clusterArgs[1]}, "needs --cluster-key and --cluster-secret"},
+		{"secret only", []string{"--cluster-secret", clusterArgs[3]}, "needs --cluster-key and --cluster-secret"},
+		{"both", clusterArgs, ""},
+		{"key not hex", []string{"--cluster-key", "zz", "--cluster-secret", clusterArgs[3]}, "--cluster-key must be"},
+		{"key of 10 bytes", []string{"--cluster-key", "00112233445566778899", "--cluster-secret", clusterArgs[3]}, "--cluster-key must be"},
+		{"short secret", []string{"--cluster-key", clusterArgs[1], "--cluster-secret", "short"}, "at least 16 bytes"},
+		{"insecure", []string{"--insecure-cluster"}, ""},
+		{"insecure joining without a secret", []string{"--insecure-cluster", "--seeds", "127.0.0.1:7946"}, "required to join a cluster"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := parseConfig("serve", append([]string{"--dev-key", key}, c.args...))
+			if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+				t.Fatalf("error %v, want %q", err, c.err)
 			}
 		})
 	}

@@ -86,8 +86,11 @@ func dev(ctx context.Context, c devConfig) error {
 	} else if created {
 		fmt.Printf("bidgate dev: created the development signing key %s\n", c.DevKey)
 	}
-	secret := make([]byte, 32)
-	_, _ = rand.Read(secret)
+	// A fresh gossip key and secret per run: the dev cluster is closed to
+	// any process that was not started with it.
+	secret, gossipKey := make([]byte, 32), make([]byte, 32)
+	rand.Read(secret)
+	rand.Read(gossipKey)
 
 	// The broker is a process of its own, as in production: it can be
 	// restarted (and forgets everything) while the nodes keep running.
@@ -105,7 +108,7 @@ func dev(ctx context.Context, c devConfig) error {
 	}
 	fmt.Printf("bidgate dev: %d nodes, Kafka broker at %s (pid %d)\n", c.Nodes, brokerAddr, broker.cmd.Process.Pid)
 	seed := "127.0.0.1:" + strconv.Itoa(c.BasePort+200)
-	env := []string{"BIDGATE_CLUSTER_SECRET=" + hex.EncodeToString(secret)}
+	env := []string{"BIDGATE_CLUSTER_SECRET=" + hex.EncodeToString(secret), "BIDGATE_CLUSTER_KEY=" + hex.EncodeToString(gossipKey)}
 	for i := range c.Nodes {
 		id := fmt.Sprintf("node%d", i+1)
 		args := []string{"serve",

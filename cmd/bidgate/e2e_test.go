@@ -75,7 +75,7 @@ func startBidgate(t *testing.T) (base, broker string, db *pgxpool.Pool, key *aut
 	t.Helper()
 	db, dbURL := pgtest.New(t, 4)
 	keyPath, key := devKey(t)
-	cfg, err := parseConfig("serve", []string{"--dev-key", keyPath})
+	cfg, err := parseConfig("serve", append([]string{"--dev-key", keyPath}, clusterArgs...))
 	if err != nil {
 		t.Fatal(err)
 	}

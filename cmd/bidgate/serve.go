@@ -77,6 +77,9 @@ func serve(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
+	if cfg.InsecureCluster {
+		log.Warn("--insecure-cluster: gossip and Kafka messages are not authenticated when no cluster key or secret is given; any process that reaches the gossip port may join (development only)")
+	}
 	n := &node{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
 	defer n.close()
 	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -101,7 +103,7 @@ func serveArgs(t *testing.T, dbURL, keyPath string, extra ...string) (args []str
 		"--gossip-port", fmt.Sprint(freePort(t)),
 		"--postgres-url", dbURL, "--log-format", "text", "--log-level", "info",
 		"--dev-key", keyPath,
-	}, extra...)
+	}, append(slices.Clone(clusterArgs), extra...)...)
 	return args, fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 }
 
@@ -188,12 +190,12 @@ func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 
 // Secure by default: serve does not start without a way to verify tokens.
 func TestServeRefusesToStartWithoutTokenVerification(t *testing.T) {
-	for _, env := range []string{"BIDGATE_DEV_KEY", "BIDGATE_JWKS_FILE", "BIDGATE_JWKS_URL"} {
+	for _, env := range []string{"BIDGATE_DEV_KEY", "BIDGATE_JWT_JWKS_FILE", "BIDGATE_JWT_JWKS_URL"} {
 		if _, ok := os.LookupEnv(env); ok {
 			t.Setenv(env, "") // t.Setenv restores it; an empty value is no key source
 		}
 	}
-	_, stderr, code := run(t, "serve", "--listen", "127.0.0.1:0", "--postgres-url", "postgres://127.0.0.1:1/none")
+	_, stderr, code := run(t, "serve", "--insecure-cluster", "--listen", "127.0.0.1:0", "--postgres-url", "postgres://127.0.0.1:1/none")
 	if code != 2 || !strings.Contains(stderr, "needs a way to verify bearer tokens") {
 		t.Fatalf("exit %d, stderr %q; want 2 and the reason", code, stderr)
 	}
@@ -238,5 +240,39 @@ func TestTokenCommand(t *testing.T) {
 	}
 	if out, stderr, code := run(t, "token", "--sub", "42", "--scope", "bid", "--key", keyPath+".missing"); code != 1 || out != "" || !strings.Contains(stderr, "make run") {
 		t.Fatalf("a missing key file: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+}
+
+// A process that does not hold the cluster's gossip key cannot join it:
+// memberlist refuses its messages, it is never listed and never given an
+// auction, and it keeps retrying without ever serving.
+func TestNodeWithoutTheClusterKeyCannotJoin(t *testing.T) {
+	_, dbURL := pgtest.New(t, 4)
+	keyPath, key := devKey(t)
+	gossip := freePort(t)
+	args, base := serveArgs(t, dbURL, keyPath, "--node-id", "honest", "--gossip-port", strconv.Itoa(gossip))
+	honest := startProcess(t, args...)
+	honest.await(t, "bidgate serving", 60*time.Second)
+
+	args, rogueBase := serveArgs(t, dbURL, keyPath, "--node-id", "rogue", "--seeds", fmt.Sprintf("127.0.0.1:%d", gossip),
+		"--cluster-key", "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100",
+		"--cluster-secret", "the rogue's own secret")
+	rogue := startProcess(t, args...)
+	for range 2 {
+		rogue.await(t, "no seed answered, retrying", 60*time.Second)
+	}
+	if _, err := (&http.Client{Timeout: 5 * time.Second}).Get(rogueBase + "/readyz"); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("the rogue serves: %v", err)
+	}
+	operator := bearer(t, key, 1, auth.ScopeOperator)
+	status, members := call(t, "GET", base+"/cluster/members", nil, operator...)
+	if list, _ := members["members"].([]any); status != 200 || len(list) != 1 {
+		t.Fatalf("members: %d %v, want the honest node alone", status, members)
+	}
+	for id := 1; id <= 50; id++ {
+		status, owner := call(t, "GET", fmt.Sprintf("%s/cluster/owner/%d", base, id), nil, operator...)
+		if o, _ := owner["owner"].(map[string]any); status != 200 || o["id"] != "honest" {
+			t.Fatalf("owner of auction %d: %d %v", id, status, owner)
+		}
 	}
 }
