@@ -505,3 +505,31 @@ func killClient(tb testing.TB, rdb *redis.Client, name string) int64 {
 	}
 	return killed
 }
+
+// One client address holds at most MaxViewersPerAddr viewers (429); other
+// addresses are not held back by it, and a slot comes back when a viewer
+// leaves.
+func TestViewersPerAddress(t *testing.T) {
+	e := newEnv(t)
+	n := startNode(t, e.rdb, e.svc, Config{MaxViewersPerAddr: 2}, nodeOpts{})
+	a := createAuction(t, e.svc, false)
+	c1 := dial(t, n, a.ID)
+	c1.next(t, 5*time.Second)
+	dial(t, n, a.ID).next(t, 5*time.Second)
+	if resp := refused(t, n.url(a.ID), nil, http.StatusTooManyRequests, "rate_limited"); resp.Header.Get("Retry-After") == "" {
+		t.Fatal("429 without Retry-After")
+	}
+	// From another loopback address: its own allowance.
+	other := &websocket.Dialer{HandshakeTimeout: 10 * time.Second,
+		NetDial: func(network, addr string) (net.Conn, error) {
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+			return d.Dial(network, addr)
+		}}
+	conn, resp, err := other.Dial(n.url(a.ID), nil)
+	if err != nil {
+		t.Fatalf("dial from 127.0.0.2: %v (%s)", err, describe(resp))
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	c1.leave(t)
+	dial(t, n, a.ID).next(t, 5*time.Second)
+}

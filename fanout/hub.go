@@ -28,11 +28,14 @@ import (
 
 // Config tunes a Hub. Zero values take the defaults.
 type Config struct {
-	Interval     time.Duration // at most one message per auction per Interval; default 150ms
-	MaxViewers   int           // per node; beyond it a connect is answered 503; default 20000
-	PingInterval time.Duration // default 20s; a viewer that does not pong within 2*PingInterval is dropped
-	WriteTimeout time.Duration // per message write; default 5s
-	SlowTimeout  time.Duration // a viewer whose queue keeps overflowing this long is closed; default 5s
+	Interval   time.Duration // at most one message per auction per Interval; default 150ms
+	MaxViewers int           // per node; beyond it a connect is answered 503; default 20000
+	// MaxViewersPerAddr bounds the viewers of one client address; beyond it
+	// a connect is answered 429. Default 256.
+	MaxViewersPerAddr int
+	PingInterval      time.Duration // default 20s; a viewer that does not pong within 2*PingInterval is dropped
+	WriteTimeout      time.Duration // per message write; default 5s
+	SlowTimeout       time.Duration // a viewer whose queue keeps overflowing this long is closed; default 5s
 	// CheckOrigin gets the request's Origin header ("" when the client sent
 	// none) and says whether it may connect; nil allows every origin.
 	CheckOrigin func(origin string) bool
@@ -51,6 +54,9 @@ func (c *Config) setDefaults() {
 	def(&c.SlowTimeout, 5*time.Second)
 	if c.MaxViewers <= 0 {
 		c.MaxViewers = 20000
+	}
+	if c.MaxViewersPerAddr <= 0 {
+		c.MaxViewersPerAddr = 256
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
@@ -77,7 +83,9 @@ const (
 
 var (
 	errStopped = errors.New("fanout: hub stopped")
-	errFull    = errors.New("fanout: too many viewers")
+	// errAddrFull: one client address holds as many viewers as it may.
+	errAddrFull = errors.New("fanout: too many viewers from this address")
+	errFull     = errors.New("fanout: too many viewers")
 )
 
 // Hub is one node's fan-out: its Redis subscription, its rooms (one per
@@ -101,6 +109,7 @@ type Hub struct {
 	mu       sync.Mutex
 	rooms    map[string]*room // by channel
 	reserved int              // viewer slots taken, handshakes included
+	byAddr   map[string]int   // the same, per client address
 	stopped  bool
 	stopping chan struct{} // closed when Run ends
 	leases   sync.WaitGroup
@@ -323,24 +332,34 @@ func (h *Hub) drop(r *room) {
 	}
 }
 
-// reserve takes a viewer slot; Run waits for every slot to be given back.
-func (h *Hub) reserve() error {
+// reserve takes a viewer slot for a client address; Run waits for every
+// slot to be given back.
+func (h *Hub) reserve(addr string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.stopped {
+	switch {
+	case h.stopped:
 		return errStopped
-	}
-	if h.reserved >= h.cfg.MaxViewers {
+	case h.reserved >= h.cfg.MaxViewers:
 		return errFull
+	case h.byAddr[addr] >= h.cfg.MaxViewersPerAddr:
+		return errAddrFull
+	}
+	if h.byAddr == nil {
+		h.byAddr = map[string]int{}
 	}
 	h.reserved++
+	h.byAddr[addr]++
 	h.leases.Add(1)
 	return nil
 }
 
-func (h *Hub) unreserve() {
+func (h *Hub) unreserve(addr string) {
 	h.mu.Lock()
 	h.reserved--
+	if h.byAddr[addr]--; h.byAddr[addr] <= 0 {
+		delete(h.byAddr, addr)
+	}
 	h.mu.Unlock()
 	h.leases.Done()
 }

@@ -43,7 +43,12 @@ func (h *Hub) ServeWS(ctx *fasthttp.RequestCtx, auctionID int64) {
 		return
 	}
 
-	switch err := h.reserve(); {
+	addr := ctx.RemoteIP().String()
+	switch err := h.reserve(addr); {
+	case errors.Is(err, errAddrFull):
+		writeProblem(ctx, fasthttp.StatusTooManyRequests, "rate_limited",
+			"this address holds as many viewers as it may; close some first", retryFullSeconds)
+		return
 	case errors.Is(err, errFull):
 		writeProblem(ctx, fasthttp.StatusServiceUnavailable, "too_many_viewers",
 			"this node has as many viewers as it takes; retry later", retryFullSeconds)
@@ -56,7 +61,7 @@ func (h *Hub) ServeWS(ctx *fasthttp.RequestCtx, auctionID int64) {
 	// is published after it too, so it reaches the room.
 	r, err := h.join(jctx, auctionID)
 	if err != nil {
-		h.unreserve()
+		h.unreserve(addr)
 		h.log.Warn("fanout: refuse viewer", "auction", auctionID, "err", err)
 		writeProblem(ctx, fasthttp.StatusServiceUnavailable, "unavailable", "live updates are unavailable; retry later", 0)
 		return
@@ -64,7 +69,7 @@ func (h *Hub) ServeWS(ctx *fasthttp.RequestCtx, auctionID int64) {
 	a, err := h.snap.Auction(jctx, auctionID)
 	if err != nil {
 		h.leave(r)
-		h.unreserve()
+		h.unreserve(addr)
 		h.refuseSnapshot(ctx, auctionID, err)
 		return
 	}
@@ -72,11 +77,11 @@ func (h *Hub) ServeWS(ctx *fasthttp.RequestCtx, auctionID int64) {
 	first, err := encode(typeSnapshot, snap)
 	if err != nil {
 		h.leave(r)
-		h.unreserve()
+		h.unreserve(addr)
 		h.refuseSnapshot(ctx, auctionID, err)
 		return
 	}
-	l := h.newLease(r)
+	l := h.newLease(r, addr)
 	if err := h.upgrader.Upgrade(ctx, func(conn *websocket.Conn) { h.serveConn(l, conn, first, snap) }); err != nil {
 		l.release() // the upgrader has answered the bad handshake
 	}
@@ -123,12 +128,13 @@ func (h *Hub) serveConn(l *lease, conn *websocket.Conn, first *message, snap bid
 type lease struct {
 	hub    *Hub
 	room   *room
+	addr   string // the client address its slot counts against
 	once   sync.Once
 	expiry *time.Timer
 }
 
-func (h *Hub) newLease(r *room) *lease {
-	l := &lease{hub: h, room: r}
+func (h *Hub) newLease(r *room, addr string) *lease {
+	l := &lease{hub: h, room: r, addr: addr}
 	l.expiry = time.AfterFunc(handshakeGrace, l.free)
 	return l
 }
@@ -145,6 +151,6 @@ func (l *lease) release() {
 func (l *lease) free() {
 	l.once.Do(func() {
 		l.hub.leave(l.room)
-		l.hub.unreserve()
+		l.hub.unreserve(l.addr)
 	})
 }

@@ -12,6 +12,7 @@ type metrics struct {
 	bidDuration  *prometheus.HistogramVec
 	panics       prometheus.Counter
 	authFailures prometheus.Counter
+	acceptErrors prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -38,7 +39,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "bidgate_auth_failures_total",
 		Help: "Requests refused for a missing, malformed, expired or wrongly signed token.",
 	})
-	reg.MustRegister(m.requests, m.bids, m.bidDuration, m.panics, m.authFailures)
+	m.acceptErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "bidgate_accept_errors_total",
+		Help: "Failed accepts of new connections (out of file descriptors, say) that the server waited out.",
+	})
+	reg.MustRegister(m.requests, m.bids, m.bidDuration, m.panics, m.authFailures, m.acceptErrors)
 	return m
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
+	"golang.org/x/time/rate"
 
 	"bidgate"
 	"bidgate/auth"
@@ -42,6 +43,11 @@ type Config struct {
 	ReadTimeout    time.Duration // default 10s
 	WriteTimeout   time.Duration // default 10s
 	IdleTimeout    time.Duration // keep-alive idle time; default 60s
+	// MaxConns bounds the connections served at once (beyond it a new one
+	// gets a 503 and is closed); default 10000. MaxConnsPerIP bounds those
+	// of one client address; default 1024.
+	MaxConns      int
+	MaxConnsPerIP int
 	// Auth verifies the bearer tokens that creating auctions, bidding and
 	// operator routes need. Nil accepts no token: those routes answer 401.
 	Auth Authenticator
@@ -92,6 +98,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.ForwardTimeout <= 0 {
 		c.ForwardTimeout = 2 * time.Second
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = 10000
+	}
+	if c.MaxConnsPerIP <= 0 {
+		c.MaxConnsPerIP = 1024
 	}
 	if c.AuthFailureRate <= 0 {
 		c.AuthFailureRate = 20
@@ -171,15 +183,22 @@ func (s *Server) newHTTPServer(h fasthttp.RequestHandler) *fasthttp.Server {
 		WriteTimeout:       s.cfg.WriteTimeout,
 		IdleTimeout:        s.cfg.IdleTimeout,
 		ErrorHandler:       s.transportError,
+		Concurrency:        s.cfg.MaxConns,
+		MaxConnsPerIP:      s.cfg.MaxConnsPerIP,
 		Logger:             newSlogPrinter(s.log),
 	}
 }
 
 // Serve answers the public API on ln until Shutdown.
-func (s *Server) Serve(ln net.Listener) error { return s.http.Serve(ln) }
+func (s *Server) Serve(ln net.Listener) error { return s.http.Serve(s.patient(ln)) }
 
 // ServeInternal answers forwarded bids on ln until Shutdown.
-func (s *Server) ServeInternal(ln net.Listener) error { return s.internal.Serve(ln) }
+func (s *Server) ServeInternal(ln net.Listener) error { return s.internal.Serve(s.patient(ln)) }
+
+func (s *Server) patient(ln net.Listener) net.Listener {
+	return patientListener{Listener: ln, log: s.log, failures: s.metrics.acceptErrors,
+		logEvery: &rate.Sometimes{Interval: 10 * time.Second}}
+}
 
 // Shutdown stops accepting connections and waits for in-flight requests,
 // on both endpoints.

@@ -108,3 +108,48 @@ func send(t *testing.T, addr, raw string) string {
 		}
 	}
 }
+
+// A client address holds at most MaxConnsPerIP connections (the next is
+// answered 429 and closed) and the node at most MaxConns (503); a slot is
+// free again once a connection closes.
+func TestConnectionCaps(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		cfg    Config
+		status string
+	}{
+		{"per address", Config{MaxConnsPerIP: 2}, "HTTP/1.1 429"},
+		{"per node", Config{MaxConns: 2}, "HTTP/1.1 503"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := serveWith(t, c.cfg, nil, func(context.Context) error { return nil })
+			addr := strings.TrimPrefix(s.base, "http://")
+			var held []net.Conn
+			for range 2 {
+				conn, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				held = append(held, conn)
+				if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+					t.Fatal(err)
+				}
+				if line, err := bufio.NewReader(conn).ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 200") {
+					t.Fatalf("held connection: %q %v", line, err)
+				}
+			}
+			if answer := send(t, addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); !strings.HasPrefix(answer, c.status) {
+				t.Fatalf("a third connection: %q, want %s", answer, c.status)
+			}
+			held[0].Close()
+			deadline := time.Now().Add(10 * time.Second)
+			for !strings.HasPrefix(send(t, addr, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), "HTTP/1.1 200") {
+				if time.Now().After(deadline) {
+					t.Fatal("no slot free 10s after a connection closed")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			held[1].Close()
+		})
+	}
+}

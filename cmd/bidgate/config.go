@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -40,6 +41,8 @@ type config struct {
 	Shard           shard.Config
 	Fanout          fanout.Config
 	AllowedOrigins  string
+	MaxConns        int
+	MaxConnsPerIP   int
 
 	Roles             roleSet
 	Kafka             string
@@ -88,7 +91,10 @@ func parseConfig(cmd string, args []string) (config, error) {
 		fs.IntVar(&c.Shard.PromoteRate, "promote-rate", 20, "cold bids per second on one node that promote an auction to hot (negative disables)")
 		fs.DurationVar(&c.Shard.CacheMaxAge, "price-cache-age", 300*time.Millisecond, "how old a cached price may be and still refuse bids")
 		fs.DurationVar(&c.Fanout.Interval, "ws-interval", 150*time.Millisecond, "at most one WebSocket message per auction per interval")
-		fs.IntVar(&c.Fanout.MaxViewers, "ws-max-viewers", 20000, "WebSocket viewers per node before 503")
+		fs.IntVar(&c.Fanout.MaxViewers, "ws-max-viewers", 0, "WebSocket viewers per node before 503 (0: a quarter of the file descriptor limit)")
+		fs.IntVar(&c.Fanout.MaxViewersPerAddr, "ws-max-viewers-per-ip", 256, "WebSocket viewers per client address before 429")
+		fs.IntVar(&c.MaxConns, "max-conns", 0, "HTTP connections served at once before new ones get 503 (0: half the file descriptor limit)")
+		fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 1024, "HTTP connections from one client address")
 		fs.StringVar(&c.AllowedOrigins, "ws-origins", "", "comma-separated Origin values allowed on WebSocket connections; empty allows all")
 		fs.Var(c.Roles, "roles", "comma-separated roles to run: "+strings.Join(allRoles, ","))
 		fs.StringVar(&c.Kafka, "kafka", "", "Kafka brokers, comma-separated; empty starts an embedded broker on loopback")
@@ -162,8 +168,17 @@ func parseConfig(cmd string, args []string) (config, error) {
 		if err := c.checkAuth(); err != nil {
 			return c, err
 		}
-		if c.Fanout.Interval <= 0 || c.Fanout.MaxViewers < 1 {
-			return c, fmt.Errorf("--ws-interval and --ws-max-viewers must be positive")
+		// Connections and viewers take file descriptors; bounded below the
+		// limit, a flood is refused instead of ending the process.
+		files := descriptorLimit()
+		if c.MaxConns == 0 {
+			c.MaxConns = max(files/2, 16)
+		}
+		if c.Fanout.MaxViewers == 0 {
+			c.Fanout.MaxViewers = max(files/4, 16)
+		}
+		if c.Fanout.Interval <= 0 || c.Fanout.MaxViewers < 1 || c.Fanout.MaxViewersPerAddr < 1 || c.MaxConns < 1 || c.MaxConnsPerIP < 1 {
+			return c, fmt.Errorf("--ws-interval, --ws-max-viewers, --ws-max-viewers-per-ip, --max-conns and --max-conns-per-ip must be positive")
 		}
 		if c.AllowedOrigins != "" {
 			allowed := strings.Split(c.AllowedOrigins, ",")
@@ -247,4 +262,13 @@ func (c *config) checkCluster() error {
 		return fmt.Errorf("bidgate serve needs --cluster-key and --cluster-secret (or BIDGATE_CLUSTER_KEY and BIDGATE_CLUSTER_SECRET), the same on every node; openssl rand -hex 32 makes each. --insecure-cluster runs without them (development only)")
 	}
 	return nil
+}
+
+// descriptorLimit is the process's soft limit on open files.
+func descriptorLimit() int {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil || l.Cur > 1<<30 {
+		return 1 << 16
+	}
+	return int(l.Cur)
 }

@@ -173,6 +173,7 @@ func serve(ctx context.Context, cfg config) error {
 		auctions = shard.New(n.db, n.rdb, cfg.Shard, n.reg)
 	}
 	gw := gateway.Config{RequestTimeout: cfg.RequestTimeout, OpsOnly: !cfg.Roles[roleGateway],
+		MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP,
 		NodeID: cfg.NodeID, Cluster: members, ClusterSecret: []byte(cfg.ClusterSecret)}
 	if cfg.Roles[roleGateway] && cfg.Auth == "off" {
 		gw.AuthOff = true

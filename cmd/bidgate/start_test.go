@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,6 +26,14 @@ import (
 // process: BIDGATE_AS_MAIN=1 makes it main().
 func TestMain(m *testing.M) {
 	if os.Getenv("BIDGATE_AS_MAIN") == "1" {
+		// BIDGATE_TEST_NOFILE lowers the file descriptor limit first, as an
+		// operator's ulimit would.
+		if n, err := strconv.ParseUint(os.Getenv("BIDGATE_TEST_NOFILE"), 10, 64); err == nil {
+			if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: n, Max: n}); err != nil {
+				fmt.Fprintln(os.Stderr, "setrlimit:", err)
+				os.Exit(3)
+			}
+		}
 		main()
 		os.Exit(0)
 	}
@@ -41,8 +50,14 @@ type process struct {
 
 func startProcess(t *testing.T, args ...string) *process {
 	t.Helper()
+	return startProcessEnv(t, nil, args...)
+}
+
+// startProcessEnv is startProcess with more environment variables.
+func startProcessEnv(t *testing.T, env []string, args ...string) *process {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "BIDGATE_AS_MAIN=1")
+	cmd.Env = append(append(os.Environ(), "BIDGATE_AS_MAIN=1"), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -274,5 +289,58 @@ func TestNodeWithoutTheClusterKeyCannotJoin(t *testing.T) {
 		if o, _ := owner["owner"].(map[string]any); status != 200 || o["id"] != "honest" {
 			t.Fatalf("owner of auction %d: %d %v", id, status, owner)
 		}
+	}
+}
+
+// A client opening connections past the node's file descriptor limit does
+// not end the process: accepts that fail for want of descriptors are waited
+// out, and once the client lets go the node serves again. (The default
+// --max-conns, half the limit, sheds such a flood before; it is raised here
+// so that the descriptors really run out.)
+func TestNodeSurvivesRunningOutOfDescriptors(t *testing.T) {
+	_, dbURL := pgtest.New(t, 4)
+	keyPath, _ := devKey(t)
+	args, base := serveArgs(t, dbURL, keyPath, "--postgres-conns", "4", "--max-conns", "100000", "--max-conns-per-ip", "100000")
+	p := startProcessEnv(t, []string{"BIDGATE_TEST_NOFILE=256"}, args...)
+	p.await(t, "bidgate serving", 60*time.Second)
+
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	addr := strings.TrimPrefix(base, "http://")
+	for range 400 {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			break // the backlog is full too: enough
+		}
+		conns = append(conns, c)
+	}
+	p.await(t, "accepting connections failed; waiting and retrying", 30*time.Second)
+	for _, c := range conns {
+		c.Close()
+	}
+	conns = nil
+	client := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := client.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the node does not serve 30s after the flood: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	select {
+	case err := <-p.done:
+		t.Fatalf("the node exited: %v", err)
+	default:
 	}
 }
