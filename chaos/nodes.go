@@ -19,6 +19,7 @@ func (s *stack) nodeArgs(n *node, seeds []string) []string {
 		"--node-id", n.id,
 		"--listen", loopback(n.http),
 		"--internal-listen", loopback(n.internal),
+		"--admin-listen", "127.0.0.1:0",
 		"--gossip-bind", "127.0.0.1",
 		"--gossip-port", strconv.Itoa(n.gossip),
 		"--kafka", s.brokerAddr(),

@@ -303,7 +303,16 @@ func TestServerSurvivesPanicsAndOutages(t *testing.T) {
 	if r.header.Get("Retry-After") == "" {
 		t.Fatal("503 without Retry-After")
 	}
-	wantProblem(t, s.do("GET", "/readyz", nil), 503, "not_ready")
+	// The public readiness says not ready and nothing more; the admin
+	// endpoint says why.
+	r = s.do("GET", "/readyz", nil)
+	wantProblem(t, r, 503, "not_ready")
+	if strings.Contains(r.raw, "postgres") {
+		t.Fatalf("the public /readyz tells why: %s", r.raw)
+	}
+	if d := s.admin().do("GET", "/readyz", nil); d.status != 503 || !strings.Contains(d.raw, "postgres down") {
+		t.Fatalf("admin /readyz: %d %s", d.status, d.raw)
+	}
 	if h := s.do("GET", "/healthz", nil); h.status != 200 {
 		t.Fatalf("healthz %d after a panic", h.status)
 	}
@@ -313,6 +322,10 @@ func TestRoutesAndMetrics(t *testing.T) {
 	s, _ := startServer(t)
 	wantProblem(t, s.do("GET", "/nope", nil), 404, "route_not_found")
 	wantProblem(t, s.do("DELETE", "/auctions/1", nil), 405, "method_not_allowed")
+	// Operators' routes are on the admin endpoint only.
+	for _, path := range []string{"/metrics", "/cluster/members", "/cluster/owner/1"} {
+		wantProblem(t, s.do("GET", path, nil, as(t, 1, auth.ScopeOperator)...), 404, "route_not_found")
+	}
 	if r := s.do("GET", "/readyz", nil); r.status != 200 {
 		t.Fatalf("readyz %d %s", r.status, r.raw)
 	}
@@ -320,7 +333,7 @@ func TestRoutesAndMetrics(t *testing.T) {
 	s.bid(1, id, uuid.NewString(), map[string]any{"amount": 2000})
 	s.bid(1, id, uuid.NewString(), map[string]any{"amount": 1})
 
-	m := s.do("GET", "/metrics", nil)
+	m := s.admin().do("GET", "/metrics", nil)
 	for _, want := range []string{
 		`bidgate_http_requests_total{route="place_bid",status="201"} 1`,
 		`bidgate_http_requests_total{route="create_auction",status="201"} 1`,

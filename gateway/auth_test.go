@@ -233,7 +233,7 @@ func TestBearerTokens(t *testing.T) {
 	if auctions+bids != 1+accepted {
 		t.Fatalf("%d auctions and %d bids stored, want %d in all (one auction, then only the accepted requests)", auctions, bids, 1+accepted)
 	}
-	if m := s.do("GET", "/metrics", nil); !strings.Contains(m.raw, "bidgate_auth_failures_total "+strconv.Itoa(invalid)+"\n") {
+	if m := s.admin().do("GET", "/metrics", nil); !strings.Contains(m.raw, "bidgate_auth_failures_total "+strconv.Itoa(invalid)+"\n") {
 		t.Errorf("metrics do not count %d invalid tokens", invalid)
 	}
 }
@@ -258,10 +258,13 @@ func TestPublicRoutesNeedNoToken(t *testing.T) {
 			t.Fatalf("GET with %v: %d %s", header, r.status, r.raw)
 		}
 	}
-	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+	for _, path := range []string{"/healthz", "/readyz"} {
 		if r := s.do("GET", path, nil); r.status != 200 {
 			t.Fatalf("GET %s: %d %s", path, r.status, r.raw)
 		}
+	}
+	if r := s.admin().do("GET", "/metrics", nil); r.status != 200 {
+		t.Fatalf("GET /metrics on the admin endpoint: %d", r.status)
 	}
 }
 

@@ -33,12 +33,13 @@ var clusterSecret = []byte("test cluster secret")
 // internal endpoints, on loopback ports.
 type testNode struct {
 	*testServer
-	id     string
-	ring   *ring.Ring
-	srv    *Server
-	public net.Listener
-	inner  net.Listener
-	reg    *prometheus.Registry
+	id      string
+	ring    *ring.Ring
+	srv     *Server
+	public  net.Listener
+	inner   net.Listener
+	adminLn net.Listener
+	reg     *prometheus.Registry
 }
 
 func startNode(t testing.TB, id string, db *pgxpool.Pool, rdb *redis.Client, seeds ...string) *testNode {
@@ -48,6 +49,10 @@ func startNode(t testing.TB, id string, db *pgxpool.Pool, rdb *redis.Client, see
 		t.Fatal(err)
 	}
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,8 +69,9 @@ func startNode(t testing.TB, id string, db *pgxpool.Pool, rdb *redis.Client, see
 	srv := New(Config{NodeID: id, Cluster: r, ClusterSecret: clusterSecret, Auth: testVerifier(t)}, a, db.Ping, reg, log)
 	go func() { _ = srv.Serve(public) }()
 	go func() { _ = srv.ServeInternal(inner) }()
-	n := &testNode{testServer: &testServer{t: t, base: "http://" + public.Addr().String(), reg: reg},
-		id: id, ring: r, srv: srv, public: public, inner: inner, reg: reg}
+	go func() { _ = srv.ServeAdmin(admin) }()
+	n := &testNode{testServer: &testServer{t: t, base: "http://" + public.Addr().String(), adminBase: "http://" + admin.Addr().String(), reg: reg},
+		id: id, ring: r, srv: srv, public: public, inner: inner, adminLn: admin, reg: reg}
 	t.Cleanup(n.stop)
 	return n
 }
@@ -84,6 +90,7 @@ func (n *testNode) kill() {
 	_ = n.ring.Shutdown()
 	n.public.Close()
 	n.inner.Close()
+	n.adminLn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_ = n.srv.Shutdown(ctx)
@@ -160,7 +167,7 @@ func TestBidsAreServedByTheOwner(t *testing.T) {
 		if g := n1.do("GET", fmt.Sprintf("/auctions/%d", id), nil); g.body["leaderId"] != float64(1000*(i+1)+2) {
 			t.Fatalf("auction %d: leader %v, want %d: %s", id, g.body["leaderId"], 1000*(i+1)+2, g.raw)
 		}
-		o := n2.do("GET", fmt.Sprintf("/cluster/owner/%d", id), nil, operator...)
+		o := n2.admin().do("GET", fmt.Sprintf("/cluster/owner/%d", id), nil, operator...)
 		if o.status != 200 {
 			t.Fatalf("GET /cluster/owner: %d %s", o.status, o.raw)
 		}
@@ -174,11 +181,11 @@ func TestBidsAreServedByTheOwner(t *testing.T) {
 	if forwarded != 60 {
 		t.Fatalf("%d bids forwarded, want 60 (two of three nodes are not the owner)", forwarded)
 	}
-	m := n3.do("GET", "/cluster/members", nil, operator...)
+	m := n3.admin().do("GET", "/cluster/members", nil, operator...)
 	if members, _ := m.body["members"].([]any); m.status != 200 || len(members) != 3 {
 		t.Fatalf("GET /cluster/members: %d %s", m.status, m.raw)
 	}
-	metrics := n1.do("GET", "/metrics", nil).raw
+	metrics := n1.admin().do("GET", "/metrics", nil).raw
 	if !strings.Contains(metrics, `bidgate_forwarded_total{result="ok"}`) {
 		t.Fatal("n1 forwarded nothing by its metrics")
 	}
@@ -246,7 +253,7 @@ func TestInternalEndpointNeedsTheSignature(t *testing.T) {
 // The cluster routes are operators' (API5, function-level authorization).
 func TestClusterRoutesNeedTheOperatorScope(t *testing.T) {
 	db, _ := pgtest.New(t, 4)
-	n := startNode(t, "solo", db, pgtest.Redis(t))
+	n := startNode(t, "solo", db, pgtest.Redis(t)).admin()
 	for _, path := range []string{"/cluster/members", "/cluster/owner/1"} {
 		t.Run(path, func(t *testing.T) {
 			r := n.do("GET", path, nil)

@@ -49,7 +49,7 @@ func TestForwardedAnswerMustBeSigned(t *testing.T) {
 	if r.status != 201 || r.body["amount"] != "2000.00" || r.header.Get(headerNode) != "honest" {
 		t.Fatalf("bid forwarded to a rogue owner: %d %s (node %q), want 201 decided by this node", r.status, r.raw, r.header.Get(headerNode))
 	}
-	if m := s.do("GET", "/metrics", nil).raw; strings.Contains(m, `bidgate_forwarded_total{result="ok"}`) {
+	if m := s.admin().do("GET", "/metrics", nil).raw; strings.Contains(m, `bidgate_forwarded_total{result="ok"}`) {
 		t.Fatal("the rogue's answer was counted as a forward")
 	}
 }

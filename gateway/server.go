@@ -125,10 +125,12 @@ type Server struct {
 	authFailures *failureLimiter
 	http         *fasthttp.Server
 	internal     *fasthttp.Server
+	admin        *fasthttp.Server
 }
 
 // New builds a Server. ready reports whether the stores answer (GET /readyz);
-// metrics are registered on reg and served from it at GET /metrics.
+// metrics are registered on reg and served from it at GET /metrics on the
+// admin endpoint.
 func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *prometheus.Registry, log *slog.Logger) *Server {
 	cfg.setDefaults()
 	s := &Server{cfg: cfg, auctions: auctions, ready: ready, log: log, metrics: newMetrics(reg),
@@ -147,13 +149,8 @@ func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *
 	if cfg.Viewers != nil && !cfg.OpsOnly {
 		r.GET("/ws/auctions/{id}", s.route("ws_auction", s.watch))
 	}
-	if cfg.Cluster != nil {
-		r.GET("/cluster/members", s.route("cluster_members", s.authorized(auth.ScopeOperator, s.clusterMembers)))
-		r.GET("/cluster/owner/{id}", s.route("cluster_owner", s.authorized(auth.ScopeOperator, s.clusterOwner)))
-	}
-	r.GET("/healthz", s.route("healthz", func(ctx *fasthttp.RequestCtx) { writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ok"}) }))
+	r.GET("/healthz", s.route("healthz", s.healthz))
 	r.GET("/readyz", s.route("readyz", s.readyz))
-	r.GET("/metrics", fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	r.NotFound = s.route("not_found", func(ctx *fasthttp.RequestCtx) {
 		writeProblem(ctx, newProblem(fasthttp.StatusNotFound, "route_not_found", "no such route"))
 	})
@@ -171,6 +168,20 @@ func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *
 	in.MethodNotAllowed = r.MethodNotAllowed
 	in.PanicHandler = s.recovered
 	s.internal = s.newHTTPServer(in.Handler)
+
+	// The admin endpoint: what operators read, private by default.
+	ad := router.New()
+	if cfg.Cluster != nil {
+		ad.GET("/cluster/members", s.route("cluster_members", s.authorized(auth.ScopeOperator, s.clusterMembers)))
+		ad.GET("/cluster/owner/{id}", s.route("cluster_owner", s.authorized(auth.ScopeOperator, s.clusterOwner)))
+	}
+	ad.GET("/healthz", s.route("healthz", s.healthz))
+	ad.GET("/readyz", s.route("readyz_detail", s.readyzDetail))
+	ad.GET("/metrics", fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	ad.NotFound = r.NotFound
+	ad.MethodNotAllowed = r.MethodNotAllowed
+	ad.PanicHandler = s.recovered
+	s.admin = s.newHTTPServer(ad.Handler)
 	return s
 }
 
@@ -195,6 +206,10 @@ func (s *Server) Serve(ln net.Listener) error { return s.http.Serve(s.patient(ln
 // ServeInternal answers forwarded bids on ln until Shutdown.
 func (s *Server) ServeInternal(ln net.Listener) error { return s.internal.Serve(s.patient(ln)) }
 
+// ServeAdmin answers the operators' routes (/metrics, /cluster/*, the
+// detailed /readyz) on ln until Shutdown.
+func (s *Server) ServeAdmin(ln net.Listener) error { return s.admin.Serve(s.patient(ln)) }
+
 func (s *Server) patient(ln net.Listener) net.Listener {
 	return patientListener{Listener: ln, log: s.log, failures: s.metrics.acceptErrors,
 		logEvery: &rate.Sometimes{Interval: 10 * time.Second}}
@@ -203,7 +218,7 @@ func (s *Server) patient(ln net.Listener) net.Listener {
 // Shutdown stops accepting connections and waits for in-flight requests,
 // on both endpoints.
 func (s *Server) Shutdown(ctx context.Context) error {
-	return errors.Join(s.http.ShutdownWithContext(ctx), s.internal.ShutdownWithContext(ctx))
+	return errors.Join(s.http.ShutdownWithContext(ctx), s.internal.ShutdownWithContext(ctx), s.admin.ShutdownWithContext(ctx))
 }
 
 // route counts the request under a fixed route name.
@@ -234,7 +249,24 @@ func (s *Server) transportError(ctx *fasthttp.RequestCtx, err error) {
 	writeProblem(ctx, newProblem(fasthttp.StatusBadRequest, "malformed_request", "the request is not valid HTTP/1.1"))
 }
 
+func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
+	writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz says ready or not, nothing more: store addresses and driver
+// errors are the admin endpoint's.
 func (s *Server) readyz(ctx *fasthttp.RequestCtx) {
+	c, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := s.ready(c); err != nil {
+		writeProblem(ctx, newProblem(fasthttp.StatusServiceUnavailable, "not_ready", "this node cannot decide bids right now"))
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ready"})
+}
+
+// readyzDetail is readyz with the reason, for operators.
+func (s *Server) readyzDetail(ctx *fasthttp.RequestCtx) {
 	c, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := s.ready(c); err != nil {

@@ -94,9 +94,15 @@ func as(t testing.TB, user int64, scopes ...string) []string {
 
 // testServer is a real gateway on a loopback port, backed by a fresh database.
 type testServer struct {
-	t    testing.TB
-	base string
-	reg  *prometheus.Registry // the shard's metrics
+	t         testing.TB
+	base      string
+	adminBase string               // the admin endpoint: /metrics, /cluster/*, detailed /readyz
+	reg       *prometheus.Registry // the shard's metrics
+}
+
+// admin is the same server's admin endpoint.
+func (s *testServer) admin() *testServer {
+	return &testServer{t: s.t, base: s.adminBase, adminBase: s.adminBase, reg: s.reg}
 }
 
 // startServer serves a shard without rate limit or automatic promotion, so
@@ -136,13 +142,18 @@ func serveWith(t testing.TB, cfg Config, a Auctions, ready func(context.Context)
 	if err != nil {
 		t.Fatal(err)
 	}
+	admin, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	go func() { _ = srv.Serve(ln) }()
+	go func() { _ = srv.ServeAdmin(admin) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	})
-	return &testServer{t: t, base: "http://" + ln.Addr().String()}
+	return &testServer{t: t, base: "http://" + ln.Addr().String(), adminBase: "http://" + admin.Addr().String()}
 }
 
 type response struct {

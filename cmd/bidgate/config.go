@@ -53,6 +53,7 @@ type config struct {
 
 	NodeID            string
 	InternalListen    string
+	AdminListen       string
 	InternalAdvertise string
 	GossipBind        string
 	GossipPort        int
@@ -105,6 +106,7 @@ func parseConfig(cmd string, args []string) (config, error) {
 		host, _ := os.Hostname()
 		fs.StringVar(&c.NodeID, "node-id", host, "this node's stable id in the cluster")
 		fs.StringVar(&c.InternalListen, "internal-listen", "127.0.0.1:8081", "listen address of the internal endpoint that takes forwarded bids (loopback by default: set it to reach other machines)")
+		fs.StringVar(&c.AdminListen, "admin-listen", "127.0.0.1:9090", "listen address of the admin endpoint: /metrics, /cluster/* (operator scope), the detailed /readyz (loopback by default)")
 		fs.StringVar(&c.InternalAdvertise, "internal-advertise", "", "host:port other nodes reach the internal endpoint at (default: gossip address with the internal port)")
 		fs.StringVar(&c.GossipBind, "gossip-bind", "127.0.0.1", "address memberlist binds to")
 		fs.IntVar(&c.GossipPort, "gossip-port", 7946, "memberlist port (TCP and UDP)")

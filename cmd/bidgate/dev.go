@@ -36,7 +36,7 @@ func parseDevConfig(args []string) (devConfig, error) {
 	var c devConfig
 	fs := flag.NewFlagSet("bidgate dev", flag.ContinueOnError)
 	fs.IntVar(&c.Nodes, "nodes", 3, "number of node processes")
-	fs.IntVar(&c.BasePort, "base-port", 8080, "node i serves its API on base-port+i-1, its internal endpoint on base-port+100+i-1 and gossips on base-port+200+i-1")
+	fs.IntVar(&c.BasePort, "base-port", 8080, "node i serves its API on base-port+i-1, its internal endpoint on base-port+100+i-1, gossips on base-port+200+i-1 and serves its admin endpoint on base-port+300+i-1")
 	fs.StringVar(&c.PostgresURL, "postgres-url", envOr("BIDGATE_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/bidgate?sslmode=disable"), "PostgreSQL connection URL")
 	fs.StringVar(&c.RedisAddrs, "redis-addrs", envOr("BIDGATE_REDIS_ADDRS", "127.0.0.1:6379"), "Redis address(es)")
 	fs.IntVar(&c.KafkaPort, "kafka-embedded-port", 9092, "port of the embedded Kafka broker the nodes share")
@@ -48,7 +48,7 @@ func parseDevConfig(args []string) (devConfig, error) {
 	if c.Nodes < 1 || c.Nodes > 32 {
 		return c, fmt.Errorf("--nodes must be from 1 to 32, got %d", c.Nodes)
 	}
-	if c.BasePort < 1 || c.BasePort+200+c.Nodes > 65535 {
+	if c.BasePort < 1 || c.BasePort+300+c.Nodes > 65535 {
 		return c, fmt.Errorf("--base-port %d leaves no room for %d nodes", c.BasePort, c.Nodes)
 	}
 	return c, nil
@@ -115,6 +115,7 @@ func dev(ctx context.Context, c devConfig) error {
 			"--node-id", id,
 			"--listen", fmt.Sprintf("127.0.0.1:%d", c.BasePort+i),
 			"--internal-listen", fmt.Sprintf("127.0.0.1:%d", c.BasePort+100+i),
+			"--admin-listen", fmt.Sprintf("127.0.0.1:%d", c.BasePort+300+i),
 			"--gossip-port", strconv.Itoa(c.BasePort + 200 + i),
 			"--kafka", brokerAddr,
 			"--postgres-url", c.PostgresURL,
@@ -131,8 +132,8 @@ func dev(ctx context.Context, c devConfig) error {
 			return err
 		}
 		procs = append(procs, n)
-		fmt.Printf("  %s  http://127.0.0.1:%d  (internal :%d, gossip :%d, pid %d)\n",
-			id, c.BasePort+i, c.BasePort+100+i, c.BasePort+200+i, n.cmd.Process.Pid)
+		fmt.Printf("  %s  http://127.0.0.1:%d  (internal :%d, gossip :%d, admin http://127.0.0.1:%d, pid %d)\n",
+			id, c.BasePort+i, c.BasePort+100+i, c.BasePort+200+i, c.BasePort+300+i, n.cmd.Process.Pid)
 	}
 	fmt.Println("Ctrl-C stops them all.")
 

@@ -118,6 +118,11 @@ func serve(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer internal.close()
+	admin, err := bindIfEphemeral(cfg.AdminListen)
+	if err != nil {
+		return err
+	}
+	defer admin.close()
 	members, err := n.joinRing(ctx, public.port, internal.port)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -198,10 +203,15 @@ func serve(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
+	adLn, err := admin.listen()
+	if err != nil {
+		return err
+	}
 	log.Info("bidgate serving", "node", cfg.NodeID, "addr", ln.Addr().String(), "internal", inLn.Addr().String(),
-		"gossip", members.Addr(), "roles", cfg.Roles.String())
-	served := make(chan error, 2)
+		"admin", adLn.Addr().String(), "gossip", members.Addr(), "roles", cfg.Roles.String())
+	served := make(chan error, 3)
 	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.ServeAdmin(adLn) }()
 	go func() { served <- srv.ServeInternal(inLn) }()
 
 	select {

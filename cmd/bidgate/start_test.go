@@ -115,6 +115,7 @@ func serveArgs(t *testing.T, dbURL, keyPath string, extra ...string) (args []str
 	args = append([]string{"serve",
 		"--listen", fmt.Sprintf("127.0.0.1:%d", httpPort),
 		"--internal-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"--admin-listen", "127.0.0.1:0",
 		"--gossip-port", fmt.Sprint(freePort(t)),
 		"--postgres-url", dbURL, "--log-format", "text", "--log-level", "info",
 		"--dev-key", keyPath,
@@ -265,9 +266,9 @@ func TestNodeWithoutTheClusterKeyCannotJoin(t *testing.T) {
 	_, dbURL := pgtest.New(t, 4)
 	keyPath, key := devKey(t)
 	gossip := freePort(t)
-	args, base := serveArgs(t, dbURL, keyPath, "--node-id", "honest", "--gossip-port", strconv.Itoa(gossip))
+	args, _ := serveArgs(t, dbURL, keyPath, "--node-id", "honest", "--gossip-port", strconv.Itoa(gossip))
 	honest := startProcess(t, args...)
-	honest.await(t, "bidgate serving", 60*time.Second)
+	admin := "http://" + logValue(t, honest.await(t, "bidgate serving", 60*time.Second), "admin")
 
 	args, rogueBase := serveArgs(t, dbURL, keyPath, "--node-id", "rogue", "--seeds", fmt.Sprintf("127.0.0.1:%d", gossip),
 		"--cluster-key", "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100",
@@ -280,12 +281,12 @@ func TestNodeWithoutTheClusterKeyCannotJoin(t *testing.T) {
 		t.Fatalf("the rogue serves: %v", err)
 	}
 	operator := bearer(t, key, 1, auth.ScopeOperator)
-	status, members := call(t, "GET", base+"/cluster/members", nil, operator...)
+	status, members := call(t, "GET", admin+"/cluster/members", nil, operator...)
 	if list, _ := members["members"].([]any); status != 200 || len(list) != 1 {
 		t.Fatalf("members: %d %v, want the honest node alone", status, members)
 	}
 	for id := 1; id <= 50; id++ {
-		status, owner := call(t, "GET", fmt.Sprintf("%s/cluster/owner/%d", base, id), nil, operator...)
+		status, owner := call(t, "GET", fmt.Sprintf("%s/cluster/owner/%d", admin, id), nil, operator...)
 		if o, _ := owner["owner"].(map[string]any); status != 200 || o["id"] != "honest" {
 			t.Fatalf("owner of auction %d: %d %v", id, status, owner)
 		}
@@ -343,4 +344,16 @@ func TestNodeSurvivesRunningOutOfDescriptors(t *testing.T) {
 		t.Fatalf("the node exited: %v", err)
 	default:
 	}
+}
+
+// logValue reads key=value from a text log line.
+func logValue(t *testing.T, line, key string) string {
+	t.Helper()
+	for _, f := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(f, key+"="); ok {
+			return v
+		}
+	}
+	t.Fatalf("no %s in log line %q", key, line)
+	return ""
 }
