@@ -17,7 +17,7 @@ import (
 )
 
 // Writer is where the relay publishes: a *kafka.Writer bound to the topic
-// (persist/kafka.NewWriter(brokers, kafka.TopicAuctionClosed)) in
+// (persist/kafka.NewWriter(brokers, kafka.TopicAuctionClosed, security)) in
 // production, a fake in tests. WriteMessages must return nil only when every
 // message is acknowledged.
 type Writer interface {

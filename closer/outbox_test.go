@@ -136,7 +136,7 @@ func TestOutboxRelayToKafka(t *testing.T) {
 	}
 
 	broker := startBroker(t, 0)
-	w := pkafka.NewWriter(broker.Addrs(), pkafka.TopicAuctionClosed)
+	w := pkafka.NewWriter(broker.Addrs(), pkafka.TopicAuctionClosed, pkafka.Security{})
 	defer w.Close()
 	reg := prometheus.NewRegistry()
 	secret := []byte("cluster secret of the test")
@@ -244,7 +244,7 @@ func TestOutboxRelayBrokerDown(t *testing.T) {
 	ln.Close()
 	addrs := []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 
-	w := pkafka.NewWriter(addrs, pkafka.TopicAuctionClosed)
+	w := pkafka.NewWriter(addrs, pkafka.TopicAuctionClosed, pkafka.Security{})
 	w.MaxAttempts = 1
 	defer w.Close()
 	reg := prometheus.NewRegistry()
@@ -284,7 +284,7 @@ func TestTwoOutboxRelays(t *testing.T) {
 	var wg sync.WaitGroup
 	regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry()}
 	for _, reg := range regs {
-		w := pkafka.NewWriter(broker.Addrs(), pkafka.TopicAuctionClosed)
+		w := pkafka.NewWriter(broker.Addrs(), pkafka.TopicAuctionClosed, pkafka.Security{})
 		defer w.Close()
 		relay := NewOutboxRelay(db, w, OutboxConfig{BatchSize: 25}, reg)
 		wg.Go(func() {

@@ -288,8 +288,8 @@ func TestJoinAndCrashUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(broker.Close)
-	w := kafka.NewWriter(broker.Addrs(), kafka.TopicBidAccepted)
-	rd := kafka.NewReader(broker.Addrs(), kafka.TopicBidAccepted, "persister")
+	w := kafka.NewWriter(broker.Addrs(), kafka.TopicBidAccepted, kafka.Security{})
+	rd := kafka.NewReader(broker.Addrs(), kafka.TopicBidAccepted, "persister", kafka.Security{})
 	t.Cleanup(func() { w.Close(); rd.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
 	var bg sync.WaitGroup

@@ -139,7 +139,7 @@ func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *
 		s.forward = newForwarder(cfg.Cluster, s.signer, cfg.ForwardTimeout, reg)
 	}
 
-	r := router.New()
+	r := newRouter()
 	if !cfg.OpsOnly {
 		r.POST("/auctions", s.route("create_auction", s.authorized(auth.ScopeSell, s.createAuction)))
 		r.GET("/auctions/{id}", s.route("get_auction", s.getAuction))
@@ -162,7 +162,7 @@ func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *
 	s.http = s.newHTTPServer(r.Handler)
 
 	// The internal endpoint takes only signed, forwarded bids.
-	in := router.New()
+	in := newRouter()
 	in.POST("/auctions/{id}/bids", s.route("internal_bid", s.internalBid))
 	in.NotFound = r.NotFound
 	in.MethodNotAllowed = r.MethodNotAllowed
@@ -170,7 +170,7 @@ func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *
 	s.internal = s.newHTTPServer(in.Handler)
 
 	// The admin endpoint: what operators read, private by default.
-	ad := router.New()
+	ad := newRouter()
 	if cfg.Cluster != nil {
 		ad.GET("/cluster/members", s.route("cluster_members", s.authorized(auth.ScopeOperator, s.clusterMembers)))
 		ad.GET("/cluster/owner/{id}", s.route("cluster_owner", s.authorized(auth.ScopeOperator, s.clusterOwner)))
@@ -183,6 +183,15 @@ func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *
 	ad.PanicHandler = s.recovered
 	s.admin = s.newHTTPServer(ad.Handler)
 	return s
+}
+
+// newRouter is a router that never redirects: fasthttp builds a redirect's
+// absolute URL from the request's Host header, which the client chooses.
+func newRouter() *router.Router {
+	r := router.New()
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	return r
 }
 
 func (s *Server) newHTTPServer(h fasthttp.RequestHandler) *fasthttp.Server {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -151,5 +152,18 @@ func TestConnectionCaps(t *testing.T) {
 			}
 			held[1].Close()
 		})
+	}
+}
+
+// No answer is a redirect, so none points where a Host header says: a
+// trailing slash or a wrongly cased path is simply not found.
+func TestNoRedirectFromTheHostHeader(t *testing.T) {
+	s, _ := startServer(t)
+	id := s.createAuction(validAuction())
+	for _, path := range []string{fmt.Sprintf("/auctions/%d/", id), fmt.Sprintf("/AUCTIONS/%d", id), "/healthz/", "//healthz"} {
+		answer := send(t, strings.TrimPrefix(s.base, "http://"), "GET "+path+" HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n")
+		if !strings.HasPrefix(answer, "HTTP/1.1 404") || strings.Contains(answer, "evil.example") {
+			t.Fatalf("GET %s with Host evil.example:\n%s", path, answer)
+		}
 	}
 }

@@ -68,13 +68,13 @@ func (p *pipeline) run(fn func(ctx context.Context) error) (stop func()) {
 }
 
 func (p *pipeline) relay(cfg persist.RelayConfig) *persist.Relay {
-	w := kafka.NewWriter(p.broker.Addrs(), kafka.TopicBidAccepted)
+	w := kafka.NewWriter(p.broker.Addrs(), kafka.TopicBidAccepted, kafka.Security{})
 	p.t.Cleanup(func() { w.Close() })
 	return persist.NewRelay(p.db, p.rdb, w, cfg, prometheus.NewRegistry())
 }
 
 func (p *pipeline) persister(group string) *persist.Persister {
-	r := kafka.NewReader(p.broker.Addrs(), kafka.TopicBidAccepted, group)
+	r := kafka.NewReader(p.broker.Addrs(), kafka.TopicBidAccepted, group, kafka.Security{})
 	p.t.Cleanup(func() { r.Close() })
 	return persist.NewPersister(p.db, p.rdb, r, persist.PersisterConfig{}, prometheus.NewRegistry())
 }
@@ -224,7 +224,7 @@ func TestPersisterCrashBetweenInsertAndCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := kafka.NewReader(p.broker.Addrs(), kafka.TopicBidAccepted, "persister")
+	r := kafka.NewReader(p.broker.Addrs(), kafka.TopicBidAccepted, "persister", kafka.Security{})
 	crashing := persist.NewPersister(p.db, p.rdb, r, persist.PersisterConfig{}, prometheus.NewRegistry())
 	crashed := errors.New("crash")
 	persist.SetAfterInsert(crashing, func() error { return crashed })

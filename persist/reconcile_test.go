@@ -184,14 +184,14 @@ func TestPersisterDropsForgedMessages(t *testing.T) {
 		forged(hot.ID, id(hot.ID), secret, []byte(`{"auctionId":`)), // not JSON
 		forged(cold.ID, id(cold.ID), secret, nil),                   // signed, but a cold auction
 	}
-	w := kafka.NewWriter(p.broker.Addrs(), kafka.TopicBidAccepted)
+	w := kafka.NewWriter(p.broker.Addrs(), kafka.TopicBidAccepted, kafka.Security{})
 	t.Cleanup(func() { w.Close() })
 	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
 		t.Fatal(err)
 	}
 
 	reg := prometheus.NewRegistry()
-	r := kafka.NewReader(p.broker.Addrs(), kafka.TopicBidAccepted, "persister")
+	r := kafka.NewReader(p.broker.Addrs(), kafka.TopicBidAccepted, "persister", kafka.Security{})
 	t.Cleanup(func() { r.Close() })
 	p.run(persist.NewPersister(p.db, p.rdb, r, persist.PersisterConfig{Secret: secret}, reg).Run)
 	relay := persist.NewRelay(p.db, p.rdb, w, persist.RelayConfig{Secret: secret}, prometheus.NewRegistry())

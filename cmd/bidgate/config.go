@@ -15,6 +15,7 @@ import (
 
 	"bidgate/auth"
 	"bidgate/fanout"
+	"bidgate/persist/kafka"
 	"bidgate/shard"
 )
 
@@ -31,7 +32,10 @@ type config struct {
 	LogFormat       string
 	Migrate         bool
 	RedisAddrs      string
+	RedisUsername   string
 	RedisPassword   string
+	RedisTLS        bool
+	RedisTLSCA      string
 	JWKSFile        string
 	JWKSURL         string
 	JWTIssuer       string
@@ -50,6 +54,9 @@ type config struct {
 	KafkaPartitions   int
 	KafkaReplication  int
 	PersisterGroup    string
+	KafkaTLS          bool
+	KafkaTLSCA        string
+	KafkaSASL         kafka.SASLConfig
 
 	NodeID            string
 	InternalListen    string
@@ -78,7 +85,10 @@ func parseConfig(cmd string, args []string) (config, error) {
 		fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long graceful shutdown waits for in-flight requests")
 		fs.BoolVar(&c.Migrate, "migrate", true, "apply database migrations at start-up")
 		fs.StringVar(&c.RedisAddrs, "redis-addrs", "127.0.0.1:6379", "Redis address, or several comma-separated for a Redis Cluster")
-		fs.StringVar(&c.RedisPassword, "redis-password", "", "Redis password")
+		fs.StringVar(&c.RedisUsername, "redis-username", "", "Redis ACL user (empty: the default user)")
+		fs.StringVar(&c.RedisPassword, "redis-password", "", "Redis password (prefer BIDGATE_REDIS_PASSWORD)")
+		fs.BoolVar(&c.RedisTLS, "redis-tls", false, "connect to Redis over TLS")
+		fs.StringVar(&c.RedisTLSCA, "redis-tls-ca", "", "PEM file of the CA Redis's certificate chains to (implies --redis-tls; empty: the system's roots)")
 		fs.StringVar(&c.Auth, "auth", "on", "on: bearer tokens required; off: no verification, the ids in request bodies are trusted (development only, warned at every start)")
 		fs.StringVar(&c.JWKSFile, "jwt-jwks-file", "", "JWKS file of the token issuer's public keys (re-read when it changes)")
 		fs.StringVar(&c.JWKSURL, "jwt-jwks-url", "", "JWKS URL of the token issuer (cached, refreshed, refetched on an unknown key id)")
@@ -102,6 +112,11 @@ func parseConfig(cmd string, args []string) (config, error) {
 		fs.IntVar(&c.KafkaEmbeddedPort, "kafka-embedded-port", 0, "port of the embedded Kafka broker (0: any free port)")
 		fs.IntVar(&c.KafkaPartitions, "kafka-partitions", 8, "partitions of the topics bidgate creates")
 		fs.IntVar(&c.KafkaReplication, "kafka-replication", 1, "replication factor of the topics bidgate creates on a real cluster")
+		fs.BoolVar(&c.KafkaTLS, "kafka-tls", false, "connect to Kafka over TLS")
+		fs.StringVar(&c.KafkaTLSCA, "kafka-tls-ca", "", "PEM file of the CA the Kafka brokers' certificates chain to (implies --kafka-tls; empty: the system's roots)")
+		fs.StringVar(&c.KafkaSASL.Mechanism, "kafka-sasl-mechanism", "", "Kafka SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: none)")
+		fs.StringVar(&c.KafkaSASL.Username, "kafka-sasl-username", "", "Kafka SASL user")
+		fs.StringVar(&c.KafkaSASL.Password, "kafka-sasl-password", "", "Kafka SASL password (prefer BIDGATE_KAFKA_SASL_PASSWORD)")
 		fs.StringVar(&c.PersisterGroup, "persister-group", "bidgate-persister", "Kafka consumer group of the persisters")
 		host, _ := os.Hostname()
 		fs.StringVar(&c.NodeID, "node-id", host, "this node's stable id in the cluster")
@@ -163,6 +178,15 @@ func parseConfig(cmd string, args []string) (config, error) {
 		}
 		if err := c.checkCluster(); err != nil {
 			return c, err
+		}
+		if _, err := c.kafkaSecurity(); err != nil {
+			return c, err
+		}
+		if _, err := clientTLS(c.RedisTLS, c.RedisTLSCA); err != nil {
+			return c, fmt.Errorf("--redis-tls-ca: %w", err)
+		}
+		if c.Kafka == "" && (c.KafkaTLS || c.KafkaTLSCA != "" || c.KafkaSASL != (kafka.SASLConfig{})) {
+			return c, fmt.Errorf("--kafka-tls and --kafka-sasl-* are for a Kafka cluster (--kafka); the embedded broker is plaintext on loopback")
 		}
 		if c.NodeID == "" {
 			return c, fmt.Errorf("--node-id is required")
@@ -273,4 +297,13 @@ func descriptorLimit() int {
 		return 1 << 16
 	}
 	return int(l.Cur)
+}
+
+// kafkaSecurity is how to reach the Kafka cluster of --kafka.
+func (c config) kafkaSecurity() (kafka.Security, error) {
+	t, err := clientTLS(c.KafkaTLS, c.KafkaTLSCA)
+	if err != nil {
+		return kafka.Security{}, fmt.Errorf("--kafka-tls-ca: %w", err)
+	}
+	return kafka.NewSecurity(t, c.KafkaSASL)
 }

@@ -47,9 +47,15 @@ func migrate(ctx context.Context, cfg config) error {
 }
 
 func openRedis(ctx context.Context, cfg config) (redis.UniversalClient, error) {
+	tlsConfig, err := clientTLS(cfg.RedisTLS, cfg.RedisTLSCA)
+	if err != nil {
+		return nil, fmt.Errorf("--redis-tls-ca: %w", err)
+	}
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{
-		Addrs:    strings.Split(cfg.RedisAddrs, ","),
-		Password: cfg.RedisPassword,
+		Addrs:     strings.Split(cfg.RedisAddrs, ","),
+		Username:  cfg.RedisUsername,
+		Password:  cfg.RedisPassword,
+		TLSConfig: tlsConfig,
 	})
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -68,8 +74,9 @@ type node struct {
 	rdb redis.UniversalClient
 	reg *prometheus.Registry
 
-	brokers []string
-	cleanup []func()
+	brokers  []string
+	kafkaSec kafka.Security
+	cleanup  []func()
 }
 
 func serve(ctx context.Context, cfg config) error {
@@ -269,6 +276,11 @@ func (n *node) connectKafka() error {
 		return nil
 	}
 	n.brokers = strings.Split(n.cfg.Kafka, ",")
+	sec, err := n.cfg.kafkaSecurity()
+	if err != nil {
+		return err
+	}
+	n.kafkaSec = sec
 	return nil
 }
 
@@ -279,7 +291,7 @@ func (n *node) createTopics(ctx context.Context) {
 	failing := retry.Streak{Task: "create Kafka topics", Log: n.log}
 	for {
 		c, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := kafka.EnsureTopics(c, n.brokers, n.cfg.KafkaPartitions, n.cfg.KafkaReplication)
+		err := kafka.EnsureTopics(c, n.brokers, n.kafkaSec, n.cfg.KafkaPartitions, n.cfg.KafkaReplication)
 		cancel()
 		if err == nil {
 			failing.Succeed()
@@ -298,7 +310,7 @@ func (n *node) createTopics(ctx context.Context) {
 // bidRelay relays the hot auctions this node owns; a process without the
 // shard role owns none on the ring, so it relays them all.
 func (n *node) bidRelay(members *ring.Ring) *persist.Relay {
-	w := kafka.NewWriter(n.brokers, kafka.TopicBidAccepted)
+	w := kafka.NewWriter(n.brokers, kafka.TopicBidAccepted, n.kafkaSec)
 	n.cleanup = append(n.cleanup, func() { w.Close() })
 	cfg := persist.RelayConfig{Secret: []byte(n.cfg.ClusterSecret), Log: n.log}
 	if n.cfg.Roles[roleShard] {
@@ -393,13 +405,13 @@ func (e *endpoint) close() {
 }
 
 func (n *node) outboxRelay() *closer.OutboxRelay {
-	w := kafka.NewWriter(n.brokers, kafka.TopicAuctionClosed)
+	w := kafka.NewWriter(n.brokers, kafka.TopicAuctionClosed, n.kafkaSec)
 	n.cleanup = append(n.cleanup, func() { w.Close() })
 	return closer.NewOutboxRelay(n.db, w, closer.OutboxConfig{Secret: []byte(n.cfg.ClusterSecret), Log: n.log}, n.reg)
 }
 
 func (n *node) persister() *persist.Persister {
-	r := kafka.NewReader(n.brokers, kafka.TopicBidAccepted, n.cfg.PersisterGroup)
+	r := kafka.NewReader(n.brokers, kafka.TopicBidAccepted, n.cfg.PersisterGroup, n.kafkaSec)
 	n.cleanup = append(n.cleanup, func() { r.Close() })
 	return persist.NewPersister(n.db, n.rdb, r, persist.PersisterConfig{Secret: []byte(n.cfg.ClusterSecret), Log: n.log}, n.reg)
 }

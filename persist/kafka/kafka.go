@@ -54,8 +54,8 @@ func (e *Embedded) Addrs() []string { return e.cluster.ListenAddrs() }
 func (e *Embedded) Close() { e.cluster.Close() }
 
 // EnsureTopics creates the topics that do not exist yet.
-func EnsureTopics(ctx context.Context, brokers []string, partitions, replication int) error {
-	var d kafka.Dialer
+func EnsureTopics(ctx context.Context, brokers []string, sec Security, partitions, replication int) error {
+	d := sec.dialer()
 	conn, err := d.DialContext(ctx, "tcp", brokers[0])
 	if err != nil {
 		return fmt.Errorf("connect to Kafka at %s: %w", brokers[0], err)
@@ -84,8 +84,9 @@ func EnsureTopics(ctx context.Context, brokers []string, partitions, replication
 // NewWriter returns a writer that waits for every in-sync replica and puts
 // messages of one key on one partition. Hand it whole batches: a call with
 // one message waits out BatchTimeout.
-func NewWriter(brokers []string, topic string) *kafka.Writer {
+func NewWriter(brokers []string, topic string, sec Security) *kafka.Writer {
 	return &kafka.Writer{
+		Transport:    sec.transport(),
 		Addr:         kafka.TCP(brokers...),
 		Topic:        topic,
 		Balancer:     &kafka.Hash{},
@@ -101,8 +102,9 @@ func NewWriter(brokers []string, topic string) *kafka.Writer {
 // NewReader returns a consumer-group reader that commits only when told.
 // The session timeout is the embedded broker's minimum; the short MaxWait
 // keeps Close quick.
-func NewReader(brokers []string, topic, group string) *kafka.Reader {
+func NewReader(brokers []string, topic, group string, sec Security) *kafka.Reader {
 	return kafka.NewReader(kafka.ReaderConfig{
+		Dialer:            sec.dialer(),
 		Brokers:           brokers,
 		Topic:             topic,
 		GroupID:           group,

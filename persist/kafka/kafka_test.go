@@ -20,11 +20,11 @@ func TestEmbeddedBrokerRoundTrip(t *testing.T) {
 	defer e.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := EnsureTopics(ctx, e.Addrs(), 4, 1); err != nil {
+	if err := EnsureTopics(ctx, e.Addrs(), Security{}, 4, 1); err != nil {
 		t.Fatal(err)
 	}
 
-	w := NewWriter(e.Addrs(), TopicBidAccepted)
+	w := NewWriter(e.Addrs(), TopicBidAccepted, Security{})
 	defer w.Close()
 	msgs := make([]kafka.Message, 1000)
 	for i := range msgs {
@@ -34,7 +34,7 @@ func TestEmbeddedBrokerRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := NewReader(e.Addrs(), TopicBidAccepted, "test")
+	r := NewReader(e.Addrs(), TopicBidAccepted, "test", Security{})
 	defer r.Close()
 	last := map[string]int{} // per key, values must rise: order is kept
 	for range msgs {

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"bidgate/internal/testcert"
+)
+
+// writeCert writes a test certificate and its key as PEM files; the
+// certificate is also the CA clients trust.
+func writeCert(t *testing.T) (certFile, keyFile string) {
+	t.Helper()
+	c := testcert.New(t)
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, c.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, c.KeyPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
+}
+
+// bidgate reaches a Redis of its own that takes only TLS and an ACL user
+// (the default user off); without TLS, with a wrong password or as the
+// default user it gets nowhere.
+func TestRedisTLSAndACL(t *testing.T) {
+	server, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatal("redis-server is not installed")
+	}
+	cert, key := writeCert(t)
+	port := freePort(t)
+	cmd := exec.Command(server, "--port", "0", "--tls-port", fmt.Sprint(port), "--bind", "127.0.0.1",
+		"--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", cert, "--tls-auth-clients", "no",
+		"--save", "", "--appendonly", "no", "--user", "default", "off", "--user", "bidgate", "on", ">s3cret-of-the-test", "~*", "&*", "+@all")
+	cmd.Dir = t.TempDir()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cmd.Process.Kill(); err != nil {
+			t.Errorf("kill redis-server: %v", err)
+		}
+		_ = cmd.Wait() // killed: its status is the signal
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server with TLS did not come up: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	good := config{RedisAddrs: addr, RedisUsername: "bidgate", RedisPassword: "s3cret-of-the-test", RedisTLSCA: cert}
+	rdb, err := openRedis(context.Background(), good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	if n, err := rdb.Eval(context.Background(), "return redis.call('INCR', KEYS[1])", []string{"bidgate:tls-test"}).Int(); err != nil || n != 1 {
+		t.Fatalf("a script over TLS as the ACL user: %d, %v", n, err)
+	}
+
+	for name, cfg := range map[string]config{
+		"wrong password": {RedisAddrs: addr, RedisUsername: "bidgate", RedisPassword: "guess", RedisTLSCA: cert},
+		"default user":   {RedisAddrs: addr, RedisTLSCA: cert},
+		"plaintext":      {RedisAddrs: addr, RedisUsername: "bidgate", RedisPassword: "s3cret-of-the-test"},
+		"untrusted":      {RedisAddrs: addr, RedisUsername: "bidgate", RedisPassword: "s3cret-of-the-test", RedisTLS: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if rdb, err := openRedis(context.Background(), cfg); err == nil {
+				rdb.Close()
+				t.Fatal("connected")
+			}
+		})
+	}
+}
