@@ -47,6 +47,9 @@ type Options struct {
 
 	Limits         bool          // measure the stores' own limits after the scenario
 	LimitsDuration time.Duration // per limit
+	// LimitsConns is the most PostgreSQL connections a limit measurement
+	// opens; default 16.
+	LimitsConns int
 
 	// SkipReady skips the GET /readyz of every target (the limits alone
 	// do not load bidgate).

@@ -63,8 +63,8 @@ func (e *Env) measureLimits(ctx context.Context, dur time.Duration) []Limit {
 		e.redisLimit(ctx, 64, 1, dur),
 		e.redisLimit(ctx, 1, 100, dur),
 		e.pgLimit(ctx, 1, 1, dur),
-		e.pgLimit(ctx, 16, 1, dur),
-		e.pgLimit(ctx, 16, 16, dur),
+		e.pgLimit(ctx, e.limitsConns(), 1, dur),
+		e.pgLimit(ctx, e.limitsConns(), 16, dur),
 	}
 }
 
@@ -147,6 +147,13 @@ func (e *Env) redisLimit(ctx context.Context, callers, batch int, dur time.Durat
 
 // pgLimit runs shard.ColdBidSQL on scratch cold auctions (created here,
 // deleted after) from conns connections, for dur.
+func (e *Env) limitsConns() int {
+	if e.opt.LimitsConns > 0 {
+		return e.opt.LimitsConns
+	}
+	return 16
+}
+
 func (e *Env) pgLimit(ctx context.Context, conns, auctions int, dur time.Duration) Limit {
 	l := Limit{Store: "postgres", Callers: conns, Batch: 1, Auctions: auctions,
 		Name: fmt.Sprintf("PostgreSQL cold bid statement, %d connection(s), %d auction(s)", conns, auctions)}

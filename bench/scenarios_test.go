@@ -28,6 +28,7 @@ func testEnv(t *testing.T, s stack, key *auth.SigningKey) *Env {
 	opt.Loader.Workers = 128
 	opt.DrainTimeout = 30 * time.Second
 	opt.LimitsDuration = 200 * time.Millisecond
+	opt.LimitsConns = 4 // the suite stays under 40 PostgreSQL connections
 	opt.Stderr = testWriter{t}
 	e, err := NewEnv(context.Background(), opt)
 	if err != nil {

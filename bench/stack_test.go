@@ -87,6 +87,7 @@ func startStack(t *testing.T) stack {
 		"--listen", listen,
 		"--internal-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 		"--admin-listen", "127.0.0.1:0",
+		"--postgres-conns", "8",
 		"--gossip-port", fmt.Sprint(freePort(t)),
 		"--kafka-embedded-port", fmt.Sprint(freePort(t)),
 		"--postgres-url", dbURL,

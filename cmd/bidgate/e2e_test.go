@@ -83,6 +83,7 @@ func startBidgate(t *testing.T) (base, broker string, db *pgxpool.Pool, key *aut
 	cfg.Listen = fmt.Sprintf("127.0.0.1:%d", httpPort)
 	cfg.InternalListen = fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cfg.AdminListen = "127.0.0.1:0"
+	cfg.PostgresConns = 8
 	cfg.GossipPort = freePort(t)
 	cfg.PostgresURL = dbURL
 	cfg.KafkaEmbeddedPort = kafkaPort

@@ -116,6 +116,7 @@ func serveArgs(t *testing.T, dbURL, keyPath string, extra ...string) (args []str
 		"--listen", fmt.Sprintf("127.0.0.1:%d", httpPort),
 		"--internal-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 		"--admin-listen", "127.0.0.1:0",
+		"--postgres-conns", "4",
 		"--gossip-port", fmt.Sprint(freePort(t)),
 		"--postgres-url", dbURL, "--log-format", "text", "--log-level", "info",
 		"--dev-key", keyPath,
