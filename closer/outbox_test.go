@@ -3,7 +3,6 @@ package closer
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net"
 	"strconv"
 	"sync"
@@ -16,35 +15,6 @@ import (
 
 	pkafka "bidgate/persist/kafka"
 )
-
-// fakeWriter is a Writer (our interface, not Kafka's client) whose first
-// calls fail; it keeps what it accepted.
-type fakeWriter struct {
-	mu    sync.Mutex
-	fail  int // calls left to fail
-	calls int
-	msgs  []kafka.Message
-}
-
-var errBrokerDown = errors.New("broker down")
-
-func (f *fakeWriter) WriteMessages(_ context.Context, msgs ...kafka.Message) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls++
-	if f.fail > 0 {
-		f.fail--
-		return errBrokerDown
-	}
-	f.msgs = append(f.msgs, msgs...)
-	return nil
-}
-
-func (f *fakeWriter) accepted() []kafka.Message {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]kafka.Message(nil), f.msgs...)
-}
 
 // insertEvents puts n unpublished auction-closed rows (aggregates 1..n) in
 // the outbox.
@@ -190,39 +160,60 @@ func TestOutboxRelayKafkaFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			db := newEnv(t, 4, Config{}).db
 			insertEvents(t, db, n)
-			w := &fakeWriter{fail: tc.fail}
+			// A real broker, stopped: its port refuses connections until it
+			// starts again there.
+			down := startBroker(t, 0)
+			addrs := down.Addrs()
+			_, portText, err := net.SplitHostPort(addrs[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			port, err := strconv.Atoi(portText)
+			if err != nil {
+				t.Fatal(err)
+			}
+			down.Close()
+			w := pkafka.NewWriter(addrs, pkafka.TopicAuctionClosed, pkafka.Security{})
+			w.MaxAttempts = 1
+			defer w.Close()
 			reg := prometheus.NewRegistry()
 			relay := NewOutboxRelay(db, w, OutboxConfig{MinBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond, Log: quiet}, reg)
+			failures := func() float64 { return metricValue(t, reg, "bidgate_outbox_publish_failures_total", "cause", "kafka") }
 			if tc.viaRun {
 				runCtx, stop := context.WithCancel(ctx)
 				done := make(chan error, 1)
 				go func() { done <- relay.Run(runCtx) }()
-				eventually(t, 10*time.Second, "every row published", func() bool { return unpublished(t, db) == 0 })
+				eventually(t, 30*time.Second, "failed passes while the broker is down", func() bool { return failures() >= float64(tc.fail) })
+				if left := unpublished(t, db); left != n {
+					t.Fatalf("%d rows unpublished while the broker is down, want %d", left, n)
+				}
+				startBroker(t, port)
+				eventually(t, 30*time.Second, "every row published", func() bool { return unpublished(t, db) == 0 })
 				stop()
 				if err := <-done; err != nil {
 					t.Fatal(err)
 				}
 			} else {
 				for i := range tc.fail {
-					if published, err := relay.PublishPending(ctx); !errors.Is(err, errBrokerDown) || published != 0 {
+					if published, err := relay.PublishPending(ctx); err == nil || published != 0 {
 						t.Fatalf("failing pass %d: published %d, err %v", i, published, err)
 					}
 					if left := unpublished(t, db); left != n {
 						t.Fatalf("%d rows unpublished after a failed write, want %d", left, n)
 					}
 				}
-				if published, err := relay.PublishPending(ctx); err != nil || published != n {
-					t.Fatalf("published %d: %v", published, err)
+				if got := failures(); got != float64(tc.fail) {
+					t.Fatalf("failures metric %v, want %d", got, tc.fail)
 				}
+				// Back on its port: the writer finds it again, perhaps after
+				// a pass or two that still fail.
+				startBroker(t, port)
+				eventually(t, 30*time.Second, "every row published once the broker is back", func() bool {
+					published, err := relay.PublishPending(ctx)
+					return err == nil && published == n
+				})
 			}
-			if got := metricValue(t, reg, "bidgate_outbox_publish_failures_total", "cause", "kafka"); got != float64(tc.fail) {
-				t.Fatalf("failures metric %v, want %d", got, tc.fail)
-			}
-			msgs := w.accepted()
-			if len(msgs) != n {
-				t.Fatalf("writer accepted %d messages, want %d", len(msgs), n)
-			}
-			checkMessages(t, db, msgs)
+			checkMessages(t, db, readTopic(t, addrs, n))
 		})
 	}
 }
@@ -315,7 +306,9 @@ func TestTwoOutboxRelays(t *testing.T) {
 // test, the closer's NOTIFY alone gets its event published.
 func TestOutboxRelayWakesOnNotify(t *testing.T) {
 	e := newEnv(t, 8, Config{})
-	w := &fakeWriter{}
+	broker := startBroker(t, 0)
+	w := pkafka.NewWriter(broker.Addrs(), pkafka.TopicAuctionClosed, pkafka.Security{})
+	defer w.Close()
 	relay := NewOutboxRelay(e.db, w, OutboxConfig{PollInterval: time.Hour}, nil)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -336,7 +329,7 @@ WHERE datname = current_database() AND query = 'LISTEN outbox' AND state = 'idle
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	checkMessages(t, e.db, w.accepted())
+	checkMessages(t, e.db, readTopic(t, broker.Addrs(), 1))
 	// Run gave its connection back to the pool, no longer listening.
 	if c := count(t, e.db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN outbox'`); c != 0 {
 		t.Fatalf("%d connections still listening after Run", c)

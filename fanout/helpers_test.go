@@ -25,6 +25,7 @@ import (
 
 	"bidgate"
 	"bidgate/persist/pgtest"
+	"bidgate/problem"
 	"bidgate/shard"
 )
 
@@ -259,7 +260,7 @@ func refused(tb testing.TB, url string, header http.Header, status int, code str
 func checkProblem(tb testing.TB, resp *http.Response, status int, code string) {
 	tb.Helper()
 	defer resp.Body.Close()
-	var p problem
+	var p problem.Problem
 	if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
 		tb.Fatalf("decode problem: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"bidgate"
 	"bidgate/auth"
+	"bidgate/problem"
 )
 
 type createAuctionRequest struct {
@@ -105,19 +106,19 @@ func newAuctionResponse(a bidgate.Auction) auctionResponse {
 func (s *Server) createAuction(ctx *fasthttp.RequestCtx, seller auth.Principal) {
 	var req createAuctionRequest
 	if err := decodeJSON(ctx, &req); err != nil {
-		writeProblem(ctx, problemFor(err, s.log))
+		problem.Write(ctx, problemFor(err, s.log))
 		return
 	}
 	n, err := req.toNewAuction(seller)
 	if err != nil {
-		writeProblem(ctx, problemFor(err, s.log))
+		problem.Write(ctx, problemFor(err, s.log))
 		return
 	}
 	c, cancel := s.requestContext(ctx)
 	defer cancel()
 	a, err := s.auctions.CreateAuction(c, n)
 	if err != nil {
-		writeProblem(ctx, problemFor(err, s.log))
+		problem.Write(ctx, problemFor(err, s.log))
 		return
 	}
 	ctx.Response.Header.Set("Location", "/auctions/"+strconv.FormatInt(a.ID, 10))
@@ -128,14 +129,14 @@ func (s *Server) createAuction(ctx *fasthttp.RequestCtx, seller auth.Principal) 
 func (s *Server) getAuction(ctx *fasthttp.RequestCtx) {
 	id, err := pathID(ctx, "id")
 	if err != nil {
-		writeProblem(ctx, problemFor(err, s.log))
+		problem.Write(ctx, problemFor(err, s.log))
 		return
 	}
 	c, cancel := s.requestContext(ctx)
 	defer cancel()
 	a, err := s.auctions.Auction(c, id)
 	if err != nil {
-		writeProblem(ctx, problemFor(err, s.log))
+		problem.Write(ctx, problemFor(err, s.log))
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, newAuctionResponse(a))
@@ -145,7 +146,7 @@ func (s *Server) getAuction(ctx *fasthttp.RequestCtx) {
 func (s *Server) watch(ctx *fasthttp.RequestCtx) {
 	id, err := pathID(ctx, "id")
 	if err != nil {
-		writeProblem(ctx, problemFor(err, s.log))
+		problem.Write(ctx, problemFor(err, s.log))
 		return
 	}
 	s.cfg.Viewers.ServeWS(ctx, id)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bidgate/problem"
 	"bytes"
 	"math"
 	"sync"
@@ -29,23 +30,23 @@ func (s *Server) authorized(scope string, h func(*fasthttp.RequestCtx, auth.Prin
 		}
 		addr := ctx.RemoteIP().String()
 		if wait, limited := s.authFailures.limited(addr); limited {
-			p := newProblem(fasthttp.StatusTooManyRequests, "rate_limited", "too many failed authentications from this address; retry later")
+			p := problem.New(fasthttp.StatusTooManyRequests, "rate_limited", "too many failed authentications from this address; retry later")
 			p.RetryAfterSeconds = int(math.Ceil(wait.Seconds()))
-			writeProblem(ctx, p)
+			problem.Write(ctx, p)
 			return
 		}
 		token, ok := bearer(ctx.Request.Header.Peek("Authorization"))
 		if !ok {
 			s.authFailures.fail(addr)
 			ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="bidgate"`)
-			writeProblem(ctx, newProblem(fasthttp.StatusUnauthorized, "unauthenticated",
+			problem.Write(ctx, problem.New(fasthttp.StatusUnauthorized, "unauthenticated",
 				"this route needs Authorization: Bearer <token>"))
 			return
 		}
 		if s.cfg.Auth == nil {
 			s.authFailures.fail(addr)
 			ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="bidgate", error="invalid_token"`)
-			writeProblem(ctx, newProblem(fasthttp.StatusUnauthorized, "unauthenticated", "this node accepts no token"))
+			problem.Write(ctx, problem.New(fasthttp.StatusUnauthorized, "unauthenticated", "this node accepts no token"))
 			return
 		}
 		p, err := s.cfg.Auth.Verify(token)
@@ -53,13 +54,13 @@ func (s *Server) authorized(scope string, h func(*fasthttp.RequestCtx, auth.Prin
 			s.authFailures.fail(addr)
 			s.metrics.authFailures.Inc()
 			ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="bidgate", error="invalid_token", error_description="the token is malformed, expired, not yet valid, wrongly signed or not for this service"`)
-			writeProblem(ctx, newProblem(fasthttp.StatusUnauthorized, "unauthenticated",
+			problem.Write(ctx, problem.New(fasthttp.StatusUnauthorized, "unauthenticated",
 				"the bearer token is malformed, expired, not yet valid, wrongly signed or not for this service"))
 			return
 		}
 		if !p.Can(scope) {
 			ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="bidgate", error="insufficient_scope", scope="`+scope+`"`)
-			writeProblem(ctx, newProblem(fasthttp.StatusForbidden, "forbidden", "the token lacks the scope "+scope))
+			problem.Write(ctx, problem.New(fasthttp.StatusForbidden, "forbidden", "the token lacks the scope "+scope))
 			return
 		}
 		h(ctx, p)

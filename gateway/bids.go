@@ -10,6 +10,7 @@ import (
 
 	"bidgate"
 	"bidgate/auth"
+	"bidgate/problem"
 )
 
 type bidRequest struct {
@@ -94,7 +95,7 @@ func (s *Server) placeBid(ctx *fasthttp.RequestCtx, bidder int64) {
 
 	r, err := parseBid(ctx, bidder)
 	if err != nil {
-		writeProblem(ctx, problemFor(err, s.log))
+		problem.Write(ctx, problemFor(err, s.log))
 		return
 	}
 	if s.forward != nil && ctx.UserValue(forwardedKey) == nil && s.forward.forward(ctx, r.AuctionID, r.BidderID) {
@@ -107,7 +108,7 @@ func (s *Server) placeBid(ctx *fasthttp.RequestCtx, bidder int64) {
 	res, err := s.auctions.PlaceBid(c, r)
 	outcome = bidOutcome(res, err)
 	if err != nil {
-		writeProblem(ctx, problemFor(err, s.log))
+		problem.Write(ctx, problemFor(err, s.log))
 		return
 	}
 	status := fasthttp.StatusCreated
@@ -124,20 +125,20 @@ const forwardedKey = "bidgate.forwarded"
 // internalBid serves POST /auctions/{id}/bids on the internal endpoint.
 func (s *Server) internalBid(ctx *fasthttp.RequestCtx) {
 	if err := s.signer.verifyRequest(ctx); err != nil {
-		writeProblem(ctx, newProblem(fasthttp.StatusUnauthorized, "bad_signature", "internal request "+err.Error()))
+		problem.Write(ctx, problem.New(fasthttp.StatusUnauthorized, "bad_signature", "internal request "+err.Error()))
 		return
 	}
 	// Whatever the answer, it is signed for this request.
 	defer s.signer.signAnswer(string(ctx.Request.Header.Peek(headerSignature)), &ctx.Response)
 	if hop, _ := strconv.Atoi(string(ctx.Request.Header.Peek(headerHop))); hop != 1 {
-		writeProblem(ctx, newProblem(fasthttp.StatusBadRequest, "bad_hop", "a forwarded bid carries X-Bidgate-Hop: 1"))
+		problem.Write(ctx, problem.New(fasthttp.StatusBadRequest, "bad_hop", "a forwarded bid carries X-Bidgate-Hop: 1"))
 		return
 	}
 	// The forwarding node verified the bidder's token and signed the
 	// subject into the request.
 	bidder, err := auth.ParseSubject(string(ctx.Request.Header.Peek(headerSubject)))
 	if err != nil {
-		writeProblem(ctx, newProblem(fasthttp.StatusBadRequest, "bad_subject", "a forwarded bid carries its bidder in "+headerSubject))
+		problem.Write(ctx, problem.New(fasthttp.StatusBadRequest, "bad_subject", "a forwarded bid carries its bidder in "+headerSubject))
 		return
 	}
 	ctx.SetUserValue(forwardedKey, true)
@@ -148,14 +149,14 @@ func (s *Server) internalBid(ctx *fasthttp.RequestCtx) {
 func (s *Server) promote(ctx *fasthttp.RequestCtx, _ auth.Principal) {
 	id, err := pathID(ctx, "id")
 	if err != nil {
-		writeProblem(ctx, problemFor(err, s.log))
+		problem.Write(ctx, problemFor(err, s.log))
 		return
 	}
 	c, cancel := s.requestContext(ctx)
 	defer cancel()
 	a, err := s.auctions.Promote(c, id, "operator")
 	if err != nil {
-		writeProblem(ctx, problemFor(err, s.log))
+		problem.Write(ctx, problemFor(err, s.log))
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, newAuctionResponse(a))

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bidgate/problem"
 	"github.com/valyala/fasthttp"
 
 	"bidgate/auth"
@@ -37,12 +38,12 @@ func (s *Server) clusterMembers(ctx *fasthttp.RequestCtx, _ auth.Principal) {
 func (s *Server) clusterOwner(ctx *fasthttp.RequestCtx, _ auth.Principal) {
 	id, err := pathID(ctx, "id")
 	if err != nil {
-		writeProblem(ctx, problemFor(err, s.log))
+		problem.Write(ctx, problemFor(err, s.log))
 		return
 	}
 	owners := s.cfg.Cluster.Owners(id, 2)
 	if len(owners) == 0 {
-		writeProblem(ctx, newProblem(fasthttp.StatusServiceUnavailable, "no_shards", "no shard node is in the cluster"))
+		problem.Write(ctx, problem.New(fasthttp.StatusServiceUnavailable, "no_shards", "no shard node is in the cluster"))
 		return
 	}
 	out := map[string]any{"auctionId": id, "owner": s.newMemberResponse(owners[0])}

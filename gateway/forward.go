@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bidgate/problem"
 	"errors"
 	"strconv"
 	"time"
@@ -96,7 +97,7 @@ func (f *forwarder) forward(ctx *fasthttp.RequestCtx, auctionID, bidder int64) b
 		}
 	}
 	f.forwarded.WithLabelValues("failed").Inc()
-	writeProblem(ctx, newProblem(fasthttp.StatusServiceUnavailable, "owner_unavailable",
+	problem.Write(ctx, problem.New(fasthttp.StatusServiceUnavailable, "owner_unavailable",
 		"the node that owns this auction cannot be reached; retry with the same Idempotency-Key"))
 	return true
 }

@@ -26,6 +26,7 @@ import (
 
 	"bidgate"
 	"bidgate/auth"
+	"bidgate/problem"
 )
 
 // Auctions is what the gateway needs from the shard.
@@ -152,10 +153,10 @@ func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *
 	r.GET("/healthz", s.route("healthz", s.healthz))
 	r.GET("/readyz", s.route("readyz", s.readyz))
 	r.NotFound = s.route("not_found", func(ctx *fasthttp.RequestCtx) {
-		writeProblem(ctx, newProblem(fasthttp.StatusNotFound, "route_not_found", "no such route"))
+		problem.Write(ctx, problem.New(fasthttp.StatusNotFound, "route_not_found", "no such route"))
 	})
 	r.MethodNotAllowed = s.route("method_not_allowed", func(ctx *fasthttp.RequestCtx) {
-		writeProblem(ctx, newProblem(fasthttp.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this route"))
+		problem.Write(ctx, problem.New(fasthttp.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this route"))
 	})
 	r.PanicHandler = s.recovered
 
@@ -243,7 +244,7 @@ func (s *Server) recovered(ctx *fasthttp.RequestCtx, v any) {
 	s.log.Error("panic serving request", "method", string(ctx.Method()), "path", string(ctx.Path()),
 		"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 	ctx.Response.Reset()
-	writeProblem(ctx, newProblem(fasthttp.StatusInternalServerError, "internal", "internal error"))
+	problem.Write(ctx, problem.New(fasthttp.StatusInternalServerError, "internal", "internal error"))
 }
 
 // transportError answers what fasthttp rejects before any handler runs,
@@ -251,11 +252,11 @@ func (s *Server) recovered(ctx *fasthttp.RequestCtx, v any) {
 // the request's bytes (its headers, tokens, cookies) are never echoed.
 func (s *Server) transportError(ctx *fasthttp.RequestCtx, err error) {
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
-		writeProblem(ctx, newProblem(fasthttp.StatusRequestEntityTooLarge, "body_too_large",
+		problem.Write(ctx, problem.New(fasthttp.StatusRequestEntityTooLarge, "body_too_large",
 			fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBodyBytes)))
 		return
 	}
-	writeProblem(ctx, newProblem(fasthttp.StatusBadRequest, "malformed_request", "the request is not valid HTTP/1.1"))
+	problem.Write(ctx, problem.New(fasthttp.StatusBadRequest, "malformed_request", "the request is not valid HTTP/1.1"))
 }
 
 func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
@@ -268,7 +269,7 @@ func (s *Server) readyz(ctx *fasthttp.RequestCtx) {
 	c, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := s.ready(c); err != nil {
-		writeProblem(ctx, newProblem(fasthttp.StatusServiceUnavailable, "not_ready", "this node cannot decide bids right now"))
+		problem.Write(ctx, problem.New(fasthttp.StatusServiceUnavailable, "not_ready", "this node cannot decide bids right now"))
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ready"})
@@ -280,7 +281,7 @@ func (s *Server) readyzDetail(ctx *fasthttp.RequestCtx) {
 	defer cancel()
 	if err := s.ready(c); err != nil {
 		s.log.Warn("not ready", "err", err)
-		writeProblem(ctx, newProblem(fasthttp.StatusServiceUnavailable, "not_ready", err.Error()))
+		problem.Write(ctx, problem.New(fasthttp.StatusServiceUnavailable, "not_ready", err.Error()))
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ready"})

@@ -261,12 +261,16 @@ func TestSelf(t *testing.T) {
 func TestLeaveWithoutTime(t *testing.T) {
 	t.Parallel()
 	nodes := startCluster(t, 2)
-	start := time.Now()
-	err := nodes[1].Leave(0) // too short to broadcast: memberlist must not wait for ever
-	if took := time.Since(start); took > time.Second {
-		t.Errorf("Leave(0) took %v", took)
+	// Too short to broadcast: memberlist must not wait for ever. The bound
+	// only catches a hang; it says nothing about speed.
+	left := make(chan error, 1)
+	go func() { left <- nodes[1].Leave(0) }()
+	select {
+	case err := <-left:
+		t.Logf("Leave(0): %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Leave(0) still waiting after 30s")
 	}
-	t.Logf("Leave(0): %v", err)
 	alone := startNode(t, "alone", nil, nil)
 	if err := alone.Leave(0); err != nil {
 		t.Errorf("Leave(0) with nobody to tell: %v", err)
@@ -348,14 +352,16 @@ func TestJoinFailsWhenNoSeedAnswers(t *testing.T) {
 	r, err := Join(ctx, Config{NodeID: "lonely", Seeds: []string{seed}, Roles: []string{RoleShard}, Log: testLog(), tune: clusterLabel(t)}, reg)
 	took := time.Since(start)
 	if err == nil {
-		_ = r.Shutdown()
+		if err := r.Shutdown(); err != nil {
+			t.Error(err)
+		}
 		t.Fatal("Join succeeded without a seed")
 	}
 	if !strings.Contains(err.Error(), seed) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("error %q should name the seed and wrap the deadline", err)
 	}
-	if took > 4*time.Second {
-		t.Errorf("Join took %v to give up after a 1.5 s deadline", took)
+	if deadline, _ := ctx.Deadline(); time.Now().Before(deadline) {
+		t.Errorf("Join gave up after %v, before its deadline", took)
 	}
 	t.Logf("Join gave up after %v: %v", took, err)
 	if mfs, _ := reg.Gather(); len(mfs) != 0 {
