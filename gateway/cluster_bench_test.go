@@ -37,7 +37,7 @@ func BenchmarkCluster(b *testing.B) {
 			for i, n := range nodes {
 				clients[i] = &fasthttp.HostClient{Addr: strings.TrimPrefix(n.base, "http://"), MaxConns: 64}
 			}
-			auths := bidderTokens(b, b.N)
+			auths := bidderTokens(b, nextBidder.Add(int64(b.N))-int64(b.N), b.N)
 			var next atomic.Int64
 			lat := make([][]time.Duration, 64)
 			var wg sync.WaitGroup
