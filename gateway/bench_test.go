@@ -81,6 +81,10 @@ var nextBidder atomic.Int64
 // start+step, ... in issue order, from the bidders of the pool in turn.
 func runBidLoad(b *testing.B, base string, auction int64, clients int, start, step int64) {
 	client := &fasthttp.HostClient{Addr: strings.TrimPrefix(base, "http://"), MaxConns: clients}
+	// Rounds follow each other at once: a round's connections must not
+	// linger into the next, or together they pass the server's
+	// --max-conns-per-ip (1024).
+	defer client.CloseIdleConnections()
 	pool := min(b.N, bidderPool)
 	auths := bidderTokens(b, nextBidder.Add(int64(pool))-int64(pool), pool)
 	url := fmt.Sprintf("%s/auctions/%d/bids", base, auction)
