@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"crypto/ed25519"
 	"errors"
 	"io/fs"
@@ -11,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -248,33 +248,38 @@ func TestParseSubject(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink the file watcher may write to while the test
-// reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
+// logLines is a slog handler that hands each message logged to the test:
+// the file watcher says what it did, so the test awaits that instead of
+// polling for its effect.
+type logLines chan string
+
+func (l logLines) Enabled(context.Context, slog.Level) bool { return true }
+
+func (l logLines) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case l <- r.Message:
+	default: // nobody listens: the watcher must not block on the test
+	}
+	return nil
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
+func (l logLines) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l logLines) WithGroup(string) slog.Handler      { return l }
 
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// eventually polls cond every 10ms until it holds, failing after limit.
-func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
+// await returns once msg is logged, failing after limit.
+func (l logLines) await(t *testing.T, msg string, limit time.Duration) {
 	t.Helper()
-	for deadline := time.Now().Add(limit); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, limit)
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	for {
+		select {
+		case m := <-l:
+			if m == msg {
+				return
+			}
+		case <-timer.C:
+			t.Fatalf("%q not logged within %v", msg, limit)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -289,15 +294,18 @@ func writeFile(t *testing.T, path string, data []byte) {
 	}
 }
 
+// reloaded is what the file watcher logs once it holds a file's new keys.
+const reloaded = "JWKS file changed; keys reloaded"
+
 // Key rotation with a JWKS file: old and new key, then the new alone. An
 // unreadable file keeps the keys read before.
 func TestJWKSFileRotation(t *testing.T) {
 	oldKey, newKey, third := newKey(t, "EdDSA"), newKey(t, "ES256"), newKey(t, "RS256")
 	file := filepath.Join(t.TempDir(), "jwks.json")
 	writeFile(t, file, jwks(t, oldKey, newKey))
-	var log syncBuffer
+	log := make(logLines, 64)
 	v, err := NewVerifier(t.Context(), Config{JWKSFile: file, Issuer: testIssuer, Audience: testAudience,
-		FileCheck: 20 * time.Millisecond, Log: slog.New(slog.NewTextHandler(&log, nil))})
+		FileCheck: 20 * time.Millisecond, Log: slog.New(log)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,26 +320,24 @@ func TestJWKSFileRotation(t *testing.T) {
 	}
 
 	writeFile(t, file, jwks(t, newKey))
-	eventually(t, 5*time.Second, "the old key refused after it left the file", func() bool {
-		_, err := v.Verify(oldToken)
-		return errors.Is(err, ErrInvalidToken)
-	})
+	log.await(t, reloaded, 5*time.Second)
+	if _, err := v.Verify(oldToken); !errors.Is(err, ErrInvalidToken) {
+		t.Fatalf("the old key after it left the file: %v", err)
+	}
 	if _, err := v.Verify(newToken); err != nil {
 		t.Fatalf("the new key after the old one left: %v", err)
 	}
 
 	writeFile(t, file, []byte("not a JWKS"))
-	eventually(t, 5*time.Second, "the unreadable file logged", func() bool {
-		return strings.Contains(log.String(), "JWKS file unreadable")
-	})
+	log.await(t, "JWKS file unreadable; keeping the keys read before", 5*time.Second)
 	if _, err := v.Verify(newToken); err != nil {
 		t.Fatalf("the keys read before an unreadable file: %v", err)
 	}
 	writeFile(t, file, jwks(t, third))
-	eventually(t, 5*time.Second, "a key written after an unreadable file accepted", func() bool {
-		_, err := v.Verify(thirdToken)
-		return err == nil
-	})
+	log.await(t, reloaded, 5*time.Second)
+	if _, err := v.Verify(thirdToken); err != nil {
+		t.Fatalf("a key written after an unreadable file: %v", err)
+	}
 	if _, err := v.Verify(newToken); !errors.Is(err, ErrInvalidToken) {
 		t.Fatalf("a key that left the file: %v", err)
 	}
@@ -350,7 +356,9 @@ func TestJWKSURLRotation(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		fetches.Add(1)
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(*served.Load())
+		if _, err := w.Write(*served.Load()); err != nil {
+			t.Errorf("serve the JWKS: %v", err)
+		}
 	}))
 	t.Cleanup(srv.Close)
 	v, err := NewVerifier(t.Context(), Config{JWKSURL: srv.URL, Issuer: testIssuer, Audience: testAudience})

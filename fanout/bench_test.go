@@ -44,6 +44,31 @@ func BenchmarkHotAuctionViewers(b *testing.B) {
 
 const benchBidRate = 2000 // bids per second
 
+// BenchmarkFirstUpdate: the latency of the "first update at once" rule,
+// from a bid's acceptance on a quiet auction (a new one, one viewer) to
+// the viewer's receipt of its update.
+func BenchmarkFirstUpdate(b *testing.B) {
+	e := newEnv(b)
+	n := startNode(b, e.rdb, e.svc, Config{}, nodeOpts{})
+	var lag time.Duration
+	for range b.N {
+		b.StopTimer()
+		a := createAuction(b, e.svc, false) // no bid: its snapshot is no flush
+		c := dial(b, n, a.ID)
+		c.next(b, 5*time.Second)
+		b.StartTimer()
+		mustBid(b, e.svc, a.ID, 3, 150)
+		accepted := time.Now()
+		if m := c.next(b, 10*time.Second); m.Seq != 1 {
+			b.Fatalf("update %+v, want seq 1", m)
+		}
+		lag += time.Since(accepted)
+		b.StopTimer()
+		c.leave(b)
+	}
+	b.ReportMetric(float64(lag.Microseconds())/1000/float64(b.N), "ms-bid-to-viewer")
+}
+
 func benchViewers(b *testing.B, viewers int) {
 	raiseFileLimit(b, uint64(viewers+2048))
 	e := newEnv(b)
@@ -52,7 +77,9 @@ func benchViewers(b *testing.B, viewers int) {
 	child := startViewerProcess(b, n.url(a.ID), viewers)
 
 	var before, after syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &before); err != nil {
+		b.Fatal(err)
+	}
 	sentBefore := value(b, n.hub.metrics.messagesSent)
 	b.ResetTimer()
 	child.send(b, "start")
@@ -67,11 +94,16 @@ func benchViewers(b *testing.B, viewers int) {
 	for _, bid := range accepted {
 		times[bid.Seq] = bid.AcceptedAt.UnixNano()
 	}
-	order, _ := json.Marshal(finishOrder{FinalSeq: final.BidCount, AcceptedAt: times})
+	order, err := json.Marshal(finishOrder{FinalSeq: final.BidCount, AcceptedAt: times})
+	if err != nil {
+		b.Fatal(err)
+	}
 	child.send(b, string(order))
 	res := child.result(b)
 	b.StopTimer()
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &after); err != nil {
+		b.Fatal(err)
+	}
 	sent := value(b, n.hub.metrics.messagesSent) - sentBefore
 
 	secs := loadTime.Seconds()
@@ -192,9 +224,13 @@ func startViewerProcess(b *testing.B, url string, viewers int) *viewerProcess {
 	p := &viewerProcess{cmd: cmd, stdin: stdin, lines: bufio.NewScanner(stdout)}
 	p.lines.Buffer(nil, 1<<20)
 	b.Cleanup(func() {
-		_ = stdin.Close()
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		if err := stdin.Close(); err != nil {
+			b.Errorf("close the viewer process's stdin: %v", err)
+		}
+		if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			b.Errorf("kill the viewer process: %v", err)
+		}
+		_ = cmd.Wait() // killed: its status is the signal
 	})
 	p.await(b, readyLine)
 	return p
@@ -235,14 +271,20 @@ func TestViewerProcess(t *testing.T) {
 	if url == "" {
 		t.Skip("the viewer process of BenchmarkHotAuctionViewers")
 	}
-	count, _ := strconv.Atoi(os.Getenv(envViewers))
+	count, err := strconv.Atoi(os.Getenv(envViewers))
+	if err != nil {
+		t.Fatalf("%s: %v", envViewers, err)
+	}
 	orders := bufio.NewScanner(os.Stdin)
 	orders.Buffer(nil, 64<<20) // the finish order lists every bid
 	res, err := runViewers(url, count, orders)
 	if err != nil {
 		res.Err = err.Error()
 	}
-	out, _ := json.Marshal(res)
+	out, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
 	fmt.Println(resultLine + string(out))
 }
 
@@ -268,7 +310,7 @@ func runViewers(url string, count int, orders *bufio.Scanner) (viewerResult, err
 	var lim syscall.Rlimit
 	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil && lim.Cur < uint64(count+1024) {
 		lim.Cur = min(lim.Max, uint64(count+1024))
-		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim) // best effort: connectViewers says if it was not enough
 	}
 	viewers, err := connectViewers(url, count)
 	defer func() {
@@ -287,7 +329,9 @@ func runViewers(url string, count int, orders *bufio.Scanner) (viewerResult, err
 	if !orders.Scan() || orders.Text() != "start" {
 		return viewerResult{}, errors.New("no start")
 	}
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &before); err != nil {
+		return viewerResult{}, err
+	}
 	if !orders.Scan() {
 		return viewerResult{}, errors.New("no finish order")
 	}
@@ -307,7 +351,9 @@ func runViewers(url string, count int, orders *bufio.Scanner) (viewerResult, err
 			return viewerResult{}, fmt.Errorf("viewer %d at seq %d, not %d, 30 s after the load", i, v.seq.Load(), order.FinalSeq)
 		}
 	}
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &after); err != nil {
+		return viewerResult{}, err
+	}
 
 	var bidLag, msgLag lagHistogram
 	var messages int64

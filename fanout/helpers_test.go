@@ -9,8 +9,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -98,8 +100,12 @@ func startNode(tb testing.TB, rdb redis.UniversalClient, snap Snapshotter, cfg C
 		if err := <-runDone; err != nil {
 			tb.Errorf("Run: %v", err)
 		}
-		_ = srv.Shutdown()
-		<-srvDone
+		if err := srv.Shutdown(); err != nil {
+			tb.Errorf("shut the server down: %v", err)
+		}
+		if err := <-srvDone; err != nil {
+			tb.Errorf("Serve: %v", err)
+		}
 	})
 	return &node{hub: hub, addr: addr}
 }
@@ -145,7 +151,11 @@ func dial(tb testing.TB, n *node, id int64) *client {
 	}
 	c := &client{conn: conn, msgs: make(chan wireMessage, 10000)}
 	go c.read()
-	tb.Cleanup(func() { _ = conn.Close() })
+	tb.Cleanup(func() {
+		if err := conn.Close(); err != nil {
+			tb.Errorf("close viewer: %v", err)
+		}
+	})
 	return c
 }
 
@@ -235,7 +245,9 @@ func (c *client) leave(tb testing.TB) {
 // waitEOF reads conn until the peer closes it.
 func waitEOF(tb testing.TB, conn net.Conn) {
 	tb.Helper()
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		tb.Fatal(err)
+	}
 	if _, err := io.Copy(io.Discard, conn); err != nil && !errors.Is(err, net.ErrClosed) {
 		tb.Fatalf("wait for the server to close the socket: %v", err)
 	}
@@ -274,7 +286,10 @@ func describe(resp *http.Response) string {
 	if resp == nil {
 		return "no answer"
 	}
-	b, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Sprintf("%d, body unreadable: %v", resp.StatusCode, err)
+	}
 	return fmt.Sprintf("%d %s", resp.StatusCode, b)
 }
 
@@ -288,10 +303,18 @@ func rawViewer(tb testing.TB, n *node, id int64) net.Conn {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { conn.Close() })
-	fmt.Fprintf(conn, "GET /ws/auctions/%d HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
-		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", id, n.addr)
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	tb.Cleanup(func() {
+		if err := conn.Close(); err != nil {
+			tb.Errorf("close raw viewer: %v", err)
+		}
+	})
+	if _, err := fmt.Fprintf(conn, "GET /ws/auctions/%d HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", id, n.addr); err != nil {
+		tb.Fatalf("raw handshake: %v", err)
+	}
+	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		tb.Fatal(err)
+	}
 	resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 16), nil)
 	if err != nil {
 		tb.Fatalf("raw handshake: %v", err)
@@ -299,7 +322,9 @@ func rawViewer(tb testing.TB, n *node, id int64) net.Conn {
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		tb.Fatalf("raw handshake: %s", describe(resp))
 	}
-	_ = conn.SetReadDeadline(time.Time{})
+	if err := conn.SetReadDeadline(time.Time{}); err != nil {
+		tb.Fatal(err)
+	}
 	return conn
 }
 
@@ -338,11 +363,54 @@ func publishClosed(tb testing.TB, rdb redis.UniversalClient, svc *shard.Service,
 	}
 	a.Status = bidgate.StatusClosed
 	u := bidgate.NewStateUpdate(a)
-	b, _ := json.Marshal(u)
+	b, err := json.Marshal(u)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	if err := rdb.Publish(bg, bidgate.UpdatesChannel(id), b).Err(); err != nil {
 		tb.Fatal(err)
 	}
 	return u
+}
+
+// flush is one flush of a room, as the server stamped it.
+type flush struct {
+	at time.Time
+	u  bidgate.StateUpdate
+}
+
+// flushLog records a node's flushes; give nodeOpts.tune its attach.
+type flushLog struct {
+	mu      sync.Mutex
+	flushes map[int64][]flush
+}
+
+func (l *flushLog) attach(h *Hub) { h.flushed = l.add }
+
+func (l *flushLog) add(id int64, at time.Time, u bidgate.StateUpdate) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.flushes == nil {
+		l.flushes = map[int64][]flush{}
+	}
+	l.flushes[id] = append(l.flushes[id], flush{at: at, u: u})
+}
+
+// spaced returns the auction's flushes so far, failing unless they are at
+// least interval apart on the server's own (monotonic) clock: how the
+// coalescing looks from inside, which no load on the test's side can blur.
+func (l *flushLog) spaced(tb testing.TB, id int64, interval time.Duration) []flush {
+	tb.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fl := slices.Clone(l.flushes[id])
+	for i := 1; i < len(fl); i++ {
+		if gap := fl[i].at.Sub(fl[i-1].at); gap < interval {
+			tb.Fatalf("auction %d: flush %d (seq %d) came %v after the one before (seq %d), inside the %v interval",
+				id, i, fl[i].u.Seq, gap, fl[i-1].u.Seq, interval)
+		}
+	}
+	return fl
 }
 
 func leader(m wireMessage) int64 {

@@ -99,6 +99,10 @@ type Hub struct {
 	upgrader websocket.FastHTTPUpgrader
 	resync   chan struct{} // semaphore of resyncParallel
 	endGrace time.Duration // see defaultEndGrace; tests shorten it
+	// flushed, when set (by tests, before Run), is told every flush of a
+	// room: the auction, the server's time of the flush and the state it
+	// sends. Flushes of one room are told in order.
+	flushed func(auction int64, at time.Time, u bidgate.StateUpdate)
 
 	// subMu serializes the decision to (un)subscribe a channel with the
 	// SUBSCRIBE or UNSUBSCRIBE itself, so that Redis sees them in the order

@@ -1,6 +1,9 @@
 package fanout
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
 
 // metrics are what an operator needs to tell a healthy fan-out from one
 // that drops viewers or falls behind.
@@ -14,40 +17,38 @@ type metrics struct {
 	lag           prometheus.Histogram
 }
 
+// newMetrics registers the metrics on reg; nil leaves them unregistered.
 func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{
-		viewers: prometheus.NewGauge(prometheus.GaugeOpts{
+	f := promauto.With(reg)
+	return &metrics{
+		viewers: f.NewGauge(prometheus.GaugeOpts{
 			Name: "bidgate_fanout_viewers",
 			Help: "WebSocket viewers connected to this node.",
 		}),
-		subscriptions: prometheus.NewGauge(prometheus.GaugeOpts{
+		subscriptions: f.NewGauge(prometheus.GaugeOpts{
 			Name: "bidgate_fanout_subscriptions",
 			Help: "Auction channels this node is subscribed to in Redis.",
 		}),
-		messagesSent: prometheus.NewCounter(prometheus.CounterOpts{
+		messagesSent: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_fanout_messages_sent_total",
 			Help: "Messages written to viewers (snapshots, updates, closed).",
 		}),
-		coalesced: prometheus.NewCounter(prometheus.CounterOpts{
+		coalesced: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_fanout_updates_coalesced_total",
 			Help: "Published states never sent on their own: replaced by a newer one within the interval, or older than one already seen.",
 		}),
-		overflows: prometheus.NewCounter(prometheus.CounterOpts{
+		overflows: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_fanout_queue_overflows_total",
 			Help: "Messages that replaced an unsent one in a viewer's send queue.",
 		}),
-		slowClosed: prometheus.NewCounter(prometheus.CounterOpts{
+		slowClosed: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_fanout_slow_viewers_closed_total",
 			Help: "Viewers closed because they did not keep up (queue overflowing too long, or a write timed out).",
 		}),
-		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
+		lag: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "bidgate_fanout_delivery_lag_seconds",
 			Help:    "From the state's creation in the serializing store (its updatedAt) to the end of the write to a viewer.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .15, .2, .3, .5, 1, 2.5, 5},
 		}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.viewers, m.subscriptions, m.messagesSent, m.coalesced, m.overflows, m.slowClosed, m.lag)
-	}
-	return m
 }

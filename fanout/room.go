@@ -110,7 +110,11 @@ func (r *room) flush() {
 	u := r.latest
 	r.dirty = false
 	r.lastFlush = time.Now()
+	at := r.lastFlush
 	r.mu.Unlock()
+	if r.hub.flushed != nil {
+		r.hub.flushed(r.id, at, u)
+	}
 
 	if m, err := encode(typeUpdate, u); err != nil {
 		r.hub.log.Error("fanout: drop state", "auction", r.id, "err", err)

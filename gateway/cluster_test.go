@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -36,10 +37,46 @@ type testNode struct {
 	id      string
 	ring    *ring.Ring
 	srv     *Server
+	ep      *endpoints
 	public  net.Listener
 	inner   net.Listener
 	adminLn net.Listener
 	reg     *prometheus.Registry
+	changes *changes
+	killed  bool
+}
+
+// changes pokes its watchers after each membership change the node's ring
+// reports; the ring reports a change once its view includes it.
+type changes struct {
+	mu       sync.Mutex
+	watchers map[chan struct{}]struct{}
+}
+
+func (c *changes) seen(ring.Change) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for w := range c.watchers {
+		select {
+		case w <- struct{}{}:
+		default: // a poke is pending already
+		}
+	}
+}
+
+// watch pokes w (of capacity 1) after every change until stop is called.
+func (c *changes) watch(w chan struct{}) (stop func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.watchers == nil {
+		c.watchers = map[chan struct{}]struct{}{}
+	}
+	c.watchers[w] = struct{}{}
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.watchers, w)
+	}
 }
 
 func startNode(t testing.TB, id string, db *pgxpool.Pool, rdb *redis.Client, seeds ...string) *testNode {
@@ -59,66 +96,84 @@ func startNode(t testing.TB, id string, db *pgxpool.Pool, rdb *redis.Client, see
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	seen := &changes{}
 	r, err := ring.Join(ctx, ring.Config{NodeID: id, Seeds: seeds, InternalAddr: inner.Addr().String(),
-		PublicAddr: public.Addr().String(), Roles: []string{"gateway", "shard"}, Log: log}, prometheus.NewRegistry())
+		PublicAddr: public.Addr().String(), Roles: []string{"gateway", "shard"}, Log: log, OnChange: seen.seen}, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
 	a := shard.New(db, rdb, shard.Config{RateLimit: -1, PromoteRate: -1, Log: log}, reg)
 	srv := New(Config{NodeID: id, Cluster: r, ClusterSecret: clusterSecret, Auth: testVerifier(t)}, a, db.Ping, reg, log)
-	go func() { _ = srv.Serve(public) }()
-	go func() { _ = srv.ServeInternal(inner) }()
-	go func() { _ = srv.ServeAdmin(admin) }()
 	n := &testNode{testServer: &testServer{t: t, base: "http://" + public.Addr().String(), adminBase: "http://" + admin.Addr().String(), reg: reg},
-		id: id, ring: r, srv: srv, public: public, inner: inner, adminLn: admin, reg: reg}
+		id: id, ring: r, srv: srv, ep: serve(srv, public, inner, admin), public: public, inner: inner, adminLn: admin, reg: reg, changes: seen}
 	t.Cleanup(n.stop)
 	return n
 }
 
-// stop leaves the cluster and shuts the node down gracefully.
+// stop leaves the cluster and shuts the node down gracefully, unless it
+// was killed.
 func (n *testNode) stop() {
-	_ = n.ring.Leave(time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = n.srv.Shutdown(ctx)
+	if n.killed {
+		return
+	}
+	if err := n.ring.Leave(5 * time.Second); err != nil {
+		n.t.Errorf("%s: leave: %v", n.id, err)
+	}
+	n.ep.stop(n.t, 5*time.Second)
 }
 
 // kill stops the node without leaving, as a crash would: the others find
 // out from failed probes.
 func (n *testNode) kill() {
-	_ = n.ring.Shutdown()
-	n.public.Close()
-	n.inner.Close()
-	n.adminLn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = n.srv.Shutdown(ctx)
+	n.t.Helper()
+	n.killed = true
+	if err := n.ring.Shutdown(); err != nil {
+		n.t.Errorf("%s: ring shutdown: %v", n.id, err)
+	}
+	for _, ln := range []net.Listener{n.public, n.inner, n.adminLn} {
+		if err := ln.Close(); err != nil {
+			n.t.Errorf("%s: close listener: %v", n.id, err)
+		}
+	}
+	// A crash does not wait: the listeners are gone already, and requests
+	// in flight may be cut off.
+	n.ep.stop(n.t, time.Second, net.ErrClosed, context.DeadlineExceeded)
 }
 
-// converge waits, bounded, until every node sees want shard members alive.
+// converge waits, bounded, until every node sees want shard members alive,
+// checking after each membership change they report.
 func converge(t testing.TB, want int, nodes ...*testNode) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ok := true
-		for _, n := range nodes {
-			alive := 0
-			for _, m := range n.ring.Members() {
-				if m.State == "alive" && m.HasRole("shard") {
-					alive++
-				}
-			}
-			ok = ok && alive == want
-		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
+	changed := make(chan struct{}, 1)
+	for _, n := range nodes {
+		defer n.changes.watch(changed)()
+	}
+	timer := time.NewTimer(30 * time.Second)
+	defer timer.Stop()
+	for !agree(want, nodes) {
+		select {
+		case <-changed:
+		case <-timer.C:
 			t.Fatalf("nodes did not converge on %d shard members in 30s", want)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// agree reports whether every node sees want shard members alive.
+func agree(want int, nodes []*testNode) bool {
+	for _, n := range nodes {
+		alive := 0
+		for _, m := range n.ring.Members() {
+			if m.State == "alive" && m.HasRole("shard") {
+				alive++
+			}
+		}
+		if alive != want {
+			return false
+		}
+	}
+	return true
 }
 
 func TestBidsAreServedByTheOwner(t *testing.T) {
@@ -290,15 +345,23 @@ func TestJoinAndCrashUnderLoad(t *testing.T) {
 	t.Cleanup(broker.Close)
 	w := kafka.NewWriter(broker.Addrs(), kafka.TopicBidAccepted, kafka.Security{})
 	rd := kafka.NewReader(broker.Addrs(), kafka.TopicBidAccepted, "persister", kafka.Security{})
-	t.Cleanup(func() { w.Close(); rd.Close() })
+	t.Cleanup(func() {
+		if err := errors.Join(w.Close(), rd.Close()); err != nil {
+			t.Errorf("close the Kafka clients: %v", err)
+		}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	var bg sync.WaitGroup
 	t.Cleanup(func() { cancel(); bg.Wait() })
 	relay := persist.NewRelay(db, rdb, w, persist.RelayConfig{}, prometheus.NewRegistry())
 	persister := persist.NewPersister(db, rdb, rd, persist.PersisterConfig{}, prometheus.NewRegistry())
-	bg.Add(2)
-	go func() { defer bg.Done(); _ = relay.Run(ctx) }()
-	go func() { defer bg.Done(); _ = persister.Run(ctx) }()
+	for name, run := range map[string]func(context.Context) error{"relay": relay.Run, "persister": persister.Run} {
+		bg.Go(func() {
+			if err := run(ctx); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		})
+	}
 
 	hot := n1.createAuction(with(validAuction(), "hot", true))
 	cold := n1.createAuction(validAuction())
@@ -308,6 +371,7 @@ func TestJoinAndCrashUnderLoad(t *testing.T) {
 		nodes    = []*testNode{n1, n2, n3}
 		accepted = map[string]int64{} // request id -> auction
 		next     atomic.Int64
+		started  = make(chan struct{}, 1) // poked as each bid starts
 		stop     atomic.Bool
 		failures atomic.Int64
 		wg       sync.WaitGroup
@@ -325,6 +389,10 @@ func TestJoinAndCrashUnderLoad(t *testing.T) {
 			defer wg.Done()
 			for !stop.Load() {
 				n := next.Add(1)
+				select {
+				case started <- struct{}{}:
+				default: // a poke is pending already
+				}
 				auction := hot
 				if n%4 == 0 {
 					auction = cold
@@ -354,11 +422,14 @@ func TestJoinAndCrashUnderLoad(t *testing.T) {
 	}
 
 	waitBids := func(n int64) {
-		for deadline := time.Now().Add(30 * time.Second); next.Load() < n; {
-			if time.Now().After(deadline) {
+		timer := time.NewTimer(30 * time.Second)
+		defer timer.Stop()
+		for next.Load() < n {
+			select {
+			case <-started:
+			case <-timer.C:
 				t.Fatal("bids stalled")
 			}
-			time.Sleep(10 * time.Millisecond)
 		}
 	}
 	waitBids(300)
@@ -384,20 +455,20 @@ func TestJoinAndCrashUnderLoad(t *testing.T) {
 		want[a]++
 	}
 	for _, a := range []int64{hot, cold} {
-		deadline := time.Now().Add(60 * time.Second)
-		for {
+		// The persister says nothing when it wrote: count until it has.
+		eventually(t, 60*time.Second, fmt.Sprintf("auction %d: every accepted bid in PostgreSQL", a), func() error {
 			var n int
 			if err := db.QueryRow(context.Background(), `SELECT count(*) FROM bid WHERE auction_id = $1`, a).Scan(&n); err != nil {
 				t.Fatal(err)
 			}
-			if n == want[a] {
-				break
-			}
-			if n > want[a] || time.Now().After(deadline) {
+			if n > want[a] {
 				t.Fatalf("auction %d: %d bids in PostgreSQL, %d accepted", a, n, want[a])
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			if n < want[a] {
+				return fmt.Errorf("%d bids in PostgreSQL, %d accepted", n, want[a])
+			}
+			return nil
+		})
 		rows, err := db.Query(context.Background(), `SELECT request_id::text, amount FROM bid WHERE auction_id = $1 ORDER BY seq`, a)
 		if err != nil {
 			t.Fatal(err)

@@ -1,14 +1,15 @@
 package gateway
 
 import (
-	"bidgate/problem"
 	"errors"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/valyala/fasthttp"
 
+	"bidgate/problem"
 	"bidgate/ring"
 )
 
@@ -45,7 +46,8 @@ type forwarder struct {
 }
 
 func newForwarder(cluster Cluster, signer *signer, timeout time.Duration, reg prometheus.Registerer) *forwarder {
-	f := &forwarder{
+	metric := promauto.With(reg)
+	return &forwarder{
 		cluster: cluster,
 		signer:  signer,
 		client: &fasthttp.Client{
@@ -56,18 +58,16 @@ func newForwarder(cluster Cluster, signer *signer, timeout time.Duration, reg pr
 			MaxIdleConnDuration: time.Minute,
 			RetryIfErr:          func(*fasthttp.Request, int, error) (bool, bool) { return false, false }, // we choose the next owner ourselves
 		},
-		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+		forwarded: metric.NewCounterVec(prometheus.CounterOpts{
 			Name: "bidgate_forwarded_total",
 			Help: "Bids forwarded to their owner, by result (ok, next_owner, failed).",
 		}, []string{"result"}),
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+		latency: metric.NewHistogram(prometheus.HistogramOpts{
 			Name:    "bidgate_forward_duration_seconds",
 			Help:    "Round trip of a forwarded bid to its owner.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1},
 		}),
 	}
-	reg.MustRegister(f.forwarded, f.latency)
-	return f
 }
 
 // errBadAnswer: the owner's answer does not carry a valid signature.

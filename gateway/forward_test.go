@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -36,8 +37,19 @@ func TestForwardedAnswerMustBeSigned(t *testing.T) {
 		ctx.Response.Header.Set(headerAnswerSig, "00")
 		ctx.SetBodyString(`{"amount":"FAKE","bidderId":42,"seq":1}`)
 	}}
-	go func() { _ = rogue.Serve(ln) }()
-	t.Cleanup(func() { _ = rogue.Shutdown() })
+	served := make(chan error, 1)
+	go func() { served <- rogue.Serve(ln) }()
+	t.Cleanup(func() {
+		if err := rogue.Shutdown(); err != nil {
+			t.Errorf("shut the rogue down: %v", err)
+		}
+		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) { // in case Serve had not begun
+			t.Errorf("close the rogue's listener: %v", err)
+		}
+		if err := <-served; err != nil {
+			t.Errorf("rogue: %v", err)
+		}
+	})
 
 	cluster := stubCluster{owner: ring.Member{Name: "rogue", ID: "rogue", InternalAddr: ln.Addr().String(), Roles: []string{ring.RoleShard}},
 		self: ring.Member{Name: "honest", ID: "honest", Roles: []string{ring.RoleShard}}}

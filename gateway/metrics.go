@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
 type metrics struct {
@@ -16,35 +17,34 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+	f := promauto.With(reg)
+	return &metrics{
+		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "bidgate_http_requests_total",
 			Help: "HTTP requests by route and status code.",
 		}, []string{"route", "status"}),
-		bids: prometheus.NewCounterVec(prometheus.CounterOpts{
+		bids: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "bidgate_bids_total",
 			Help: "Bids by outcome (accepted, replayed, too_low, closed, key_reused, not_found, invalid, unavailable, error).",
 		}, []string{"outcome"}),
-		bidDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		bidDuration: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "bidgate_bid_duration_seconds",
 			Help:    "Time to answer a bid, by outcome.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5},
 		}, []string{"outcome"}),
-		panics: prometheus.NewCounter(prometheus.CounterOpts{
+		panics: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_http_panics_total",
 			Help: "Requests whose handler panicked (answered 500).",
 		}),
+		authFailures: f.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_auth_failures_total",
+			Help: "Requests refused for a missing, malformed, expired or wrongly signed token.",
+		}),
+		acceptErrors: f.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_accept_errors_total",
+			Help: "Failed accepts of new connections (out of file descriptors, say) that the server waited out.",
+		}),
 	}
-	m.authFailures = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "bidgate_auth_failures_total",
-		Help: "Requests refused for a missing, malformed, expired or wrongly signed token.",
-	})
-	m.acceptErrors = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "bidgate_accept_errors_total",
-		Help: "Failed accepts of new connections (out of file descriptors, say) that the server waited out.",
-	})
-	reg.MustRegister(m.requests, m.bids, m.bidDuration, m.panics, m.authFailures, m.acceptErrors)
-	return m
 }
 
 func (m *metrics) countRequest(route string, status int) {

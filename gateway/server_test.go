@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"mime"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -146,14 +148,77 @@ func serveWith(t testing.TB, cfg Config, a Auctions, ready func(context.Context)
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = srv.Serve(ln) }()
-	go func() { _ = srv.ServeAdmin(admin) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	})
+	ep := serve(srv, ln, nil, admin)
+	t.Cleanup(func() { ep.stop(t, 5*time.Second) })
 	return &testServer{t: t, base: "http://" + ln.Addr().String(), adminBase: "http://" + admin.Addr().String()}
+}
+
+// endpoints is a Server serving on its listeners.
+type endpoints struct {
+	srv    *Server
+	lns    []net.Listener
+	served chan error
+}
+
+// serve runs srv on public, internal (nil: none) and admin.
+func serve(srv *Server, public, internal, admin net.Listener) *endpoints {
+	e := &endpoints{srv: srv, served: make(chan error, 3)}
+	run := func(ln net.Listener, fn func(net.Listener) error) {
+		e.lns = append(e.lns, ln)
+		go func() { e.served <- fn(ln) }()
+	}
+	run(public, srv.Serve)
+	if internal != nil {
+		run(internal, srv.ServeInternal)
+	}
+	run(admin, srv.ServeAdmin)
+	return e
+}
+
+// stop shuts the server down, waiting up to limit for requests in flight,
+// and fails the test on a Shutdown error other than those expected, or any
+// Serve error.
+func (e *endpoints) stop(t testing.TB, limit time.Duration, expected ...error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	if err := e.srv.Shutdown(ctx); err != nil && !slices.ContainsFunc(expected, func(x error) bool { return errors.Is(err, x) }) {
+		t.Errorf("shutdown: %v", err)
+	}
+	// A Serve that had not begun when Shutdown ran ends on its closed listener.
+	for _, ln := range e.lns {
+		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			t.Errorf("close listener: %v", err)
+		}
+	}
+	for range e.lns {
+		if err := <-e.served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}
+}
+
+// eventually polls cond until it returns nil, failing the test after limit
+// with cond's last answer. It is for what announces no event (a server's
+// socket bookkeeping, a background pipeline's writes); anything else is
+// awaited.
+func eventually(t testing.TB, limit time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			t.Fatalf("%s: not within %v: %v", what, limit, err)
+		}
+	}
 }
 
 type response struct {

@@ -12,7 +12,12 @@ import (
 )
 
 // offlineRing is a Ring without memberlist: tests feed it events by hand.
-func offlineRing(onChange func(Change)) *Ring {
+func offlineRing(t testing.TB, onChange func(Change)) *Ring {
+	t.Helper()
+	m, err := newMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := &Ring{
 		cfg:      Config{OnChange: onChange},
 		params:   defaultParams,
@@ -21,7 +26,7 @@ func offlineRing(onChange func(Change)) *Ring {
 		log:      testLog(),
 		del:      &delegate{},
 		q:        newQueue(),
-		metrics:  newMetrics(),
+		metrics:  m,
 		table:    make(map[string]*entry),
 		stopping: make(chan struct{}),
 		done:     make(chan struct{}),
@@ -30,15 +35,19 @@ func offlineRing(onChange func(Change)) *Ring {
 	return r
 }
 
-func node(name string, md meta) memberlist.Node {
-	b, _ := json.Marshal(md)
+func node(t testing.TB, name string, md meta) memberlist.Node {
+	t.Helper()
+	b, err := json.Marshal(md)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return memberlist.Node{Name: name, Addr: net.IPv4(127, 0, 0, 1), Port: 7946, Meta: b}
 }
 
 func TestEventsMakeChanges(t *testing.T) {
 	var r *Ring
 	var seen []Change
-	r = offlineRing(func(c Change) {
+	r = offlineRing(t, func(c Change) {
 		// The owner table already includes the change.
 		on := onRing(r, c.Member.Name)
 		if c.Kind == KindJoin && c.Member.HasRole(RoleShard) && !on || c.Kind == KindLeave && on {
@@ -51,8 +60,8 @@ func TestEventsMakeChanges(t *testing.T) {
 	})
 	shard := meta{ID: "a", Roles: []string{RoleShard}, Birth: 1, InternalAddr: "127.0.0.1:9001"}
 	r.handle([]event{
-		{kind: evJoin, node: node("self-1", meta{ID: "self", Roles: []string{RoleGateway}, Birth: 1})},
-		{kind: evJoin, node: node("a-1", shard)},
+		{kind: evJoin, node: node(t, "self-1", meta{ID: "self", Roles: []string{RoleGateway}, Birth: 1})},
+		{kind: evJoin, node: node(t, "a-1", shard)},
 	})
 	if len(shardNames(r)) != 1 || len(r.Members()) != 2 || r.Self().Roles[0] != RoleGateway {
 		t.Fatalf("after two joins: ring %v, members %v, self %+v", shardNames(r), r.Members(), r.Self())
@@ -60,23 +69,23 @@ func TestEventsMakeChanges(t *testing.T) {
 
 	moved := shard
 	moved.InternalAddr = "127.0.0.1:9999"
-	r.handle([]event{{kind: evUpdate, node: node("a-1", moved)}})
+	r.handle([]event{{kind: evUpdate, node: node(t, "a-1", moved)}})
 	if m, _ := r.Owner(5); m.InternalAddr != "127.0.0.1:9999" {
 		t.Errorf("after the update the owner is %+v", m)
 	}
 
 	crashed := meta{ID: "b", Roles: []string{RoleShard}, Birth: 1}
-	r.handle([]event{{kind: evJoin, node: node("b-1", crashed)}})
-	r.handle([]event{{kind: evLeave, node: node("b-1", crashed)}})
-	r.handle([]event{{kind: evLeave, node: node("b-1", crashed)}}) // a repeat is no change
+	r.handle([]event{{kind: evJoin, node: node(t, "b-1", crashed)}})
+	r.handle([]event{{kind: evLeave, node: node(t, "b-1", crashed)}})
+	r.handle([]event{{kind: evLeave, node: node(t, "b-1", crashed)}}) // a repeat is no change
 
 	leaving := moved
 	leaving.Leaving = true
-	r.handle([]event{{kind: evUpdate, node: node("a-1", leaving)}})
+	r.handle([]event{{kind: evUpdate, node: node(t, "a-1", leaving)}})
 	if len(shardNames(r)) != 0 {
 		t.Errorf("a leaving member is still on the ring: %v", shardNames(r))
 	}
-	r.handle([]event{{kind: evLeave, node: node("a-1", leaving)}})
+	r.handle([]event{{kind: evLeave, node: node(t, "a-1", leaving)}})
 
 	var kinds []string
 	for _, c := range seen {
@@ -106,14 +115,14 @@ func TestEventsMakeChanges(t *testing.T) {
 	}
 
 	// A node that comes back under its name (a refuted death) joins again.
-	r.handle([]event{{kind: evJoin, node: node("b-1", crashed)}})
+	r.handle([]event{{kind: evJoin, node: node(t, "b-1", crashed)}})
 	if m, ok := memberNamed(r, "b-1"); !ok || m.State != StateAlive || !onRing(r, "b-1") {
 		t.Errorf("b-1 back: %+v %v", m, ok)
 	}
 }
 
 func TestBadMetadataOwnsNothing(t *testing.T) {
-	r := offlineRing(nil)
+	r := offlineRing(t, nil)
 	r.handle([]event{
 		{kind: evJoin, node: memberlist.Node{Name: "foreign", Addr: net.IPv4(127, 0, 0, 1), Meta: []byte("not json")}},
 		{kind: evJoin, node: memberlist.Node{Name: "noid", Addr: net.IPv4(127, 0, 0, 1), Meta: []byte(`{"roles":["shard"]}`)}},
@@ -127,8 +136,8 @@ func TestBadMetadataOwnsNothing(t *testing.T) {
 }
 
 func TestPanicsAreRecovered(t *testing.T) {
-	r := offlineRing(func(Change) { panic("boom") })
-	r.handle([]event{{kind: evJoin, node: node("a-1", meta{ID: "a", Roles: []string{RoleShard}})}})
+	r := offlineRing(t, func(Change) { panic("boom") })
+	r.handle([]event{{kind: evJoin, node: node(t, "a-1", meta{ID: "a", Roles: []string{RoleShard}})}})
 	if got := counter(t, r.metrics.panics); got != 1 {
 		t.Errorf("panics counter %v, want 1", got)
 	}
@@ -139,7 +148,7 @@ func TestPanicsAreRecovered(t *testing.T) {
 	// A rebuild that panics keeps the previous owner table.
 	r.cfg.OnChange = nil
 	r.params.load = 0.5 // consistent panics: "not enough room"
-	r.handle([]event{{kind: evJoin, node: node("b-1", meta{ID: "b", Roles: []string{RoleShard}})}})
+	r.handle([]event{{kind: evJoin, node: node(t, "b-1", meta{ID: "b", Roles: []string{RoleShard}})}})
 	if got := counter(t, r.metrics.panics); got != 2 {
 		t.Errorf("panics counter %v, want 2", got)
 	}

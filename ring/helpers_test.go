@@ -24,16 +24,47 @@ func testLog() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// recorder keeps the changes a node's OnChange saw.
+// recorder keeps the changes a node's OnChange saw and pokes its watchers
+// after each: OnChange comes after the owner table that includes the
+// change, so a watcher woken by it sees the new table.
 type recorder struct {
-	mu      sync.Mutex
-	changes []Change
+	mu       sync.Mutex
+	changes  []Change
+	watchers map[chan struct{}]struct{}
 }
 
 func (rc *recorder) add(c Change) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	rc.changes = append(rc.changes, c)
+	for w := range rc.watchers {
+		select {
+		case w <- struct{}{}:
+		default: // a poke is pending already
+		}
+	}
+}
+
+// watch pokes w (of capacity 1) after every change until stop is called.
+func (rc *recorder) watch(w chan struct{}) (stop func()) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.watchers == nil {
+		rc.watchers = map[chan struct{}]struct{}{}
+	}
+	rc.watchers[w] = struct{}{}
+	return func() {
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		delete(rc.watchers, w)
+	}
+}
+
+// hasID reports whether any change was about a member of node id.
+func (rc *recorder) hasID(id string) bool {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return slices.ContainsFunc(rc.changes, func(c Change) bool { return c.Member.ID == id })
 }
 
 func (rc *recorder) has(kind, name string) bool {
@@ -81,7 +112,11 @@ func startNode(t testing.TB, id string, seeds []string, edit func(*Config)) *tes
 	if err != nil {
 		t.Fatalf("Join %s: %v", id, err)
 	}
-	t.Cleanup(func() { _ = r.Shutdown() })
+	t.Cleanup(func() {
+		if err := r.Shutdown(); err != nil { // nil after Leave
+			t.Errorf("Shutdown %s: %v", id, err)
+		}
+	})
 	n.Ring = r
 	return n
 }
@@ -94,21 +129,41 @@ func startCluster(t testing.TB, n int) []*testNode {
 	for i := 2; i <= n; i++ {
 		nodes = append(nodes, startNode(t, fmt.Sprintf("node%d", i), []string{nodes[0].Addr()}, nil))
 	}
-	waitFor(t, 10*time.Second, fmt.Sprintf("%d nodes to see %d shards", n, n), func() bool { return converged(nodes) })
+	waitFor(t, 10*time.Second, fmt.Sprintf("%d nodes to see %d shards", n, n), nodes, func() bool { return converged(nodes) })
 	return nodes
 }
 
-// waitFor polls cond every 10ms until it holds, failing the test after
-// timeout. It returns how long it took.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) time.Duration {
+// watchChanges returns a channel poked after every membership change seen
+// by any of nodes, and the function that stops the watching.
+func watchChanges(nodes []*testNode) (<-chan struct{}, func()) {
+	changed := make(chan struct{}, 1)
+	stops := make([]func(), len(nodes))
+	for i, n := range nodes {
+		stops[i] = n.changes.watch(changed)
+	}
+	return changed, func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}
+}
+
+// waitFor checks cond about nodes' view of the cluster after each change
+// they see, until it holds, failing the test after timeout. It returns how
+// long it took.
+func waitFor(t testing.TB, timeout time.Duration, what string, nodes []*testNode, cond func() bool) time.Duration {
 	t.Helper()
 	start := time.Now()
-	deadline := start.Add(timeout)
+	changed, stop := watchChanges(nodes)
+	defer stop()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-changed:
+		case <-timer.C:
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	return time.Since(start)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
 type metrics struct {
@@ -16,57 +17,85 @@ type metrics struct {
 	reg prometheus.Registerer
 }
 
-func newMetrics() *metrics {
+// newMetrics registers the metrics on reg (nil: none). They describe one
+// Ring, so a registry that already has them is an error: several Rings in
+// one process need distinct registerers, for example
+// prometheus.WrapRegistererWith(prometheus.Labels{"node": id}, reg).
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	var r *undoable
+	f := promauto.With(nil)
+	if reg != nil {
+		r = &undoable{reg: reg}
+		f = promauto.With(r)
+	}
 	m := &metrics{
-		alive: prometheus.NewGauge(prometheus.GaugeOpts{
+		alive: f.NewGauge(prometheus.GaugeOpts{
 			Name: "bidgate_ring_alive_members",
 			Help: "Cluster members this node sees alive, all roles.",
 		}),
-		shards: prometheus.NewGauge(prometheus.GaugeOpts{
+		shards: f.NewGauge(prometheus.GaugeOpts{
 			Name: "bidgate_ring_shard_members",
 			Help: "Shard members on this node's ownership ring.",
 		}),
-		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
+		changes: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "bidgate_ring_changes_total",
 			Help: "Membership changes seen, by kind (join, leave, update).",
 		}, []string{"kind"}),
-		panics: prometheus.NewCounter(prometheus.CounterOpts{
+		panics: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_ring_panics_total",
 			Help: "Panics recovered while applying a membership change (the previous owner table stayed in force).",
 		}),
 	}
+	if r != nil {
+		if err := r.err; err != nil {
+			r.undo()
+			var dup prometheus.AlreadyRegisteredError
+			if errors.As(err, &dup) {
+				return nil, fmt.Errorf("ring: metrics already registered (another Ring on this registerer?): %w", err)
+			}
+			return nil, fmt.Errorf("ring: register metrics: %w", err)
+		}
+		m.reg = reg
+	}
 	for _, k := range []string{KindJoin, KindLeave, KindUpdate} {
 		m.changes.WithLabelValues(k)
 	}
-	return m
+	return m, nil
 }
 
-func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.alive, m.shards, m.changes, m.panics}
+// undoable registers through promauto without its panic: Join reports a
+// registry that is in use as an error, and registers all or nothing.
+type undoable struct {
+	reg  prometheus.Registerer
+	done []prometheus.Collector
+	err  error // the first failure; nothing is registered after it
 }
 
-// register registers the metrics on reg (nil: none). They describe one
-// Ring, so a registry that already has them is an error: several Rings in
-// one process need distinct registerers, for example
-// prometheus.WrapRegistererWith(prometheus.Labels{"node": id}, reg).
-func (m *metrics) register(reg prometheus.Registerer) error {
-	if reg == nil {
-		return nil
+func (u *undoable) Register(c prometheus.Collector) error {
+	if u.err != nil {
+		return u.err
 	}
-	for i, c := range m.collectors() {
-		if err := reg.Register(c); err != nil {
-			for _, done := range m.collectors()[:i] {
-				reg.Unregister(done)
-			}
-			var dup prometheus.AlreadyRegisteredError
-			if errors.As(err, &dup) {
-				return fmt.Errorf("ring: metrics already registered (another Ring on this registerer?): %w", err)
-			}
-			return fmt.Errorf("ring: register metrics: %w", err)
-		}
+	if u.err = u.reg.Register(c); u.err != nil {
+		return u.err
 	}
-	m.reg = reg
+	u.done = append(u.done, c)
 	return nil
+}
+
+// MustRegister is what promauto calls.
+func (u *undoable) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		_ = u.Register(c) // kept in u.err
+	}
+}
+
+func (u *undoable) Unregister(c prometheus.Collector) bool { return u.reg.Unregister(c) }
+
+// undo unregisters what was registered before the failure.
+func (u *undoable) undo() {
+	for _, c := range u.done {
+		u.reg.Unregister(c)
+	}
 }
 
 // unregister removes the metrics again, so that a new Ring (a restart in
@@ -75,7 +104,7 @@ func (m *metrics) unregister() {
 	if m.reg == nil {
 		return
 	}
-	for _, c := range m.collectors() {
+	for _, c := range []prometheus.Collector{m.alive, m.shards, m.changes, m.panics} {
 		m.reg.Unregister(c)
 	}
 	m.reg = nil

@@ -87,6 +87,10 @@ func Join(ctx context.Context, cfg Config, reg prometheus.Registerer) (*Ring, er
 	if _, err := leavingMeta.encode(); err != nil {
 		return nil, err // Leave re-advertises with the flag: it must fit too
 	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
 
 	r := &Ring{
 		cfg:      cfg,
@@ -95,7 +99,7 @@ func Join(ctx context.Context, cfg Config, reg prometheus.Registerer) (*Ring, er
 		log:      cfg.Log,
 		del:      &delegate{},
 		q:        newQueue(),
-		metrics:  newMetrics(),
+		metrics:  m,
 		table:    make(map[string]*entry),
 		stopping: make(chan struct{}),
 		done:     make(chan struct{}),
@@ -104,9 +108,6 @@ func Join(ctx context.Context, cfg Config, reg prometheus.Registerer) (*Ring, er
 		Roles: slices.Clip(md.Roles), Birth: md.Birth, State: StateAlive}
 	r.del.setMeta(b)
 	r.snap.Store(&snapshot{self: r.self, own: &ownership{partitions: uint64(cfg.PartitionCount)}})
-	if err := r.metrics.register(reg); err != nil {
-		return nil, err
-	}
 
 	mc := memberlist.DefaultLocalConfig()
 	mc.RetransmitMult = retransmitMult

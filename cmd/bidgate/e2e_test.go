@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,6 +40,44 @@ func freePort(t *testing.T) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// eventually polls cond until it returns nil, failing the test after limit
+// with cond's last answer. It is for what announces no event (a server
+// coming up, a pipeline's writes to PostgreSQL); anything else is awaited.
+func eventually(t *testing.T, limit time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			t.Fatalf("%s: not within %v: %v", what, limit, err)
+		}
+	}
+}
+
+// healthy says why url does not answer 200, or nil.
+func healthy(c *http.Client, url string) error {
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	if err = errors.Join(err, resp.Body.Close()); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
 }
 
 // devKey creates, in a directory of the test's own, the signing key that a
@@ -99,20 +138,9 @@ func startBidgate(t *testing.T) (base, broker string, db *pgxpool.Pool, key *aut
 		}
 	})
 	base = "http://" + cfg.Listen
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("bidgate not ready after 30s: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// serve binds its port only once it has joined; it says so in a log
+	// line on os.Stderr, which a test in this process cannot read.
+	eventually(t, 30*time.Second, "bidgate ready", func() error { return healthy(http.DefaultClient, base+"/readyz") })
 	return base, fmt.Sprintf("127.0.0.1:%d", kafkaPort), db, key
 }
 
@@ -173,6 +201,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("create: %d %v", status, a)
 	}
 	id := int64(a["id"].(float64))
+	closed := watchClose(t, base, id)
 
 	var (
 		mu       sync.Mutex
@@ -219,35 +248,37 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 
-	// The closer settles the auction within seconds of its end.
-	var got map[string]any
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, got = call(t, "GET", fmt.Sprintf("%s/auctions/%d", base, id), nil)
-		if got["status"] == "CLOSED" {
-			break
+	// The closer settles the auction within seconds of its end, and its
+	// viewers are told.
+	var seen map[string]any
+	timer := time.NewTimer(30 * time.Second)
+	defer timer.Stop()
+	select {
+	case v := <-closed:
+		if v.err != nil {
+			t.Fatalf("viewer: %v", v.err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("auction not CLOSED 30s after its end: %v", got)
-		}
-		time.Sleep(50 * time.Millisecond)
+		seen = v.msg
+	case <-timer.C:
+		t.Fatal("auction not CLOSED 30s after its end: its viewer was not told")
+	}
+	status, got := call(t, "GET", fmt.Sprintf("%s/auctions/%d", base, id), nil)
+	if status != 200 || got["status"] != "CLOSED" || got["currentPrice"] != seen["currentPrice"] || got["leaderId"] != seen["leaderId"] {
+		t.Fatalf("auction %d %v after its viewer was told %v", status, got, seen)
 	}
 	if got["currentPrice"] != bidgate.FormatMoney(bidgate.FromCents(int64(highest*100))) {
 		t.Fatalf("closed at %v, highest accepted bid %v (%s)", got["currentPrice"], highest, winner)
 	}
 
-	// PostgreSQL holds exactly the accepted bids.
+	// PostgreSQL holds exactly the accepted bids. The persister says nothing
+	// when it wrote: count until it has.
 	var stored map[string]bool
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		stored = requestIDs(t, db, id)
-		if len(stored) >= len(accepted) {
-			break
+	eventually(t, 30*time.Second, "the accepted bids in PostgreSQL", func() error {
+		if stored = requestIDs(t, db, id); len(stored) < len(accepted) {
+			return fmt.Errorf("%d of %d", len(stored), len(accepted))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d accepted bids in PostgreSQL after 30s", len(stored), len(accepted))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if len(stored) != len(accepted) {
 		t.Fatalf("%d bids in PostgreSQL, %d accepted", len(stored), len(accepted))
 	}
@@ -259,20 +290,18 @@ func TestEndToEnd(t *testing.T) {
 	t.Logf("%d bids accepted, all in PostgreSQL", len(accepted))
 
 	// The auction-closed event names the winner, as often as it was sent,
-	// always the same.
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	// always the same. Once the outbox row is marked published no more
+	// copies come; the marking announces itself to nobody.
+	eventually(t, 30*time.Second, "the outbox row published", func() error {
 		var published bool
 		if err := db.QueryRow(context.Background(), `SELECT COALESCE(bool_and(published_at IS NOT NULL), false) FROM outbox WHERE aggregate_id = $1`, id).Scan(&published); err != nil {
 			t.Fatal(err)
 		}
-		if published {
-			break
+		if !published {
+			return errors.New("not yet")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("outbox row not published after 30s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	events := closedEvents(t, broker, id)
 	if len(events) == 0 {
 		t.Fatalf("no auction-closed event for auction %d", id)
@@ -292,6 +321,7 @@ func TestEndToEnd(t *testing.T) {
 }
 
 func requestIDs(t *testing.T, db *pgxpool.Pool, auction int64) map[string]bool {
+	t.Helper()
 	rows, err := db.Query(context.Background(), `SELECT request_id::text FROM bid WHERE auction_id = $1`, auction)
 	if err != nil {
 		t.Fatal(err)
@@ -311,6 +341,7 @@ func requestIDs(t *testing.T, db *pgxpool.Pool, auction int64) map[string]bool {
 // another make, and returns the payloads keyed by the auction. Without kcat
 // (outside CI) it reads the first such event with kafka-go.
 func closedEvents(t *testing.T, broker string, auction int64) []string {
+	t.Helper()
 	key := strconv.FormatInt(auction, 10)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -321,7 +352,11 @@ func closedEvents(t *testing.T, broker string, auction int64) []string {
 		}
 		r := kafkago.NewReader(kafkago.ReaderConfig{Brokers: []string{broker}, Topic: kafka.TopicAuctionClosed,
 			GroupID: "e2e-" + uuid.NewString(), StartOffset: kafkago.FirstOffset, MaxWait: 250 * time.Millisecond})
-		defer r.Close()
+		defer func() {
+			if err := r.Close(); err != nil {
+				t.Errorf("close the Kafka reader: %v", err)
+			}
+		}()
 		for {
 			m, err := r.ReadMessage(ctx)
 			if err != nil {
@@ -345,6 +380,48 @@ func closedEvents(t *testing.T, broker string, auction int64) []string {
 	return events
 }
 
+// closing is what a viewer of a closing auction was told: its closed
+// message, or why it was told nothing.
+type closing struct {
+	msg map[string]any
+	err error
+}
+
+// watchClose connects a viewer of the auction, reads its snapshot, and
+// keeps reading; the closed message (the closer's announcement, or fanout's
+// own check after the end) comes on the channel.
+func watchClose(t *testing.T, base string, id int64) <-chan closing {
+	t.Helper()
+	conn, _, err := websocket.DefaultDialer.Dial(fmt.Sprintf("ws%s/ws/auctions/%d", strings.TrimPrefix(base, "http"), id), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := conn.Close(); err != nil {
+			t.Errorf("close the viewer: %v", err)
+		}
+	})
+	var snap map[string]any
+	if err := conn.ReadJSON(&snap); err != nil || snap["type"] != "snapshot" {
+		t.Fatalf("first message %v (%v), want the snapshot", snap, err)
+	}
+	out := make(chan closing, 1)
+	go func() {
+		for {
+			var msg map[string]any
+			if err := conn.ReadJSON(&msg); err != nil {
+				out <- closing{err: err}
+				return
+			}
+			if msg["type"] == "closed" {
+				out <- closing{msg: msg}
+				return
+			}
+		}
+	}()
+	return out
+}
+
 // TestWebSocketThroughTheBinary: a viewer of the real binary gets the
 // snapshot, then the price of a bid placed over HTTP.
 func TestWebSocketThroughTheBinary(t *testing.T) {
@@ -366,7 +443,9 @@ func TestWebSocketThroughTheBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	var msg map[string]any
 	if err := conn.ReadJSON(&msg); err != nil || msg["type"] != "snapshot" || msg["currentPrice"] != "100.00" {
 		t.Fatalf("first message %v (%v), want the snapshot", msg, err)

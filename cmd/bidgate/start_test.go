@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -40,9 +41,10 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// process is a bidgate process started by a test, its stderr read line by
-// line.
+// process is a process started by a test (bidgate, a server it needs), its
+// log read line by line.
 type process struct {
+	name  string
 	cmd   *exec.Cmd
 	lines chan string
 	done  chan error // its exit, once stderr is read to the end
@@ -62,13 +64,20 @@ func startProcessEnv(t *testing.T, env []string, args ...string) *process {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runProcess(t, "bidgate", cmd, stderr)
+}
+
+// runProcess starts cmd, whose log is out, and kills it when the test
+// ends.
+func runProcess(t *testing.T, name string, cmd *exec.Cmd, out io.Reader) *process {
+	t.Helper()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &process{cmd: cmd, lines: make(chan string, 1024), done: make(chan error, 1)}
+	p := &process{name: name, cmd: cmd, lines: make(chan string, 1024), done: make(chan error, 1)}
 	go func() {
 		defer close(p.lines)
-		s := bufio.NewScanner(stderr)
+		s := bufio.NewScanner(out)
 		for s.Scan() {
 			select {
 			case p.lines <- s.Text():
@@ -79,7 +88,7 @@ func startProcessEnv(t *testing.T, env []string, args ...string) *process {
 	}()
 	t.Cleanup(func() {
 		if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-			t.Errorf("kill bidgate: %v", err)
+			t.Errorf("kill %s: %v", name, err)
 		}
 		for range p.lines {
 		}
@@ -87,7 +96,7 @@ func startProcessEnv(t *testing.T, env []string, args ...string) *process {
 	return p
 }
 
-// await returns the first stderr line containing s, failing after limit or
+// await returns the first log line containing s, failing after limit or
 // when the process ends first.
 func (p *process) await(t *testing.T, s string, limit time.Duration) string {
 	t.Helper()
@@ -97,13 +106,13 @@ func (p *process) await(t *testing.T, s string, limit time.Duration) string {
 		select {
 		case line, ok := <-p.lines:
 			if !ok {
-				t.Fatalf("bidgate ended before logging %q", s)
+				t.Fatalf("%s ended before logging %q", p.name, s)
 			}
 			if strings.Contains(line, s) {
 				return line
 			}
 		case <-timer.C:
-			t.Fatalf("bidgate did not log %q within %v", s, limit)
+			t.Fatalf("%s did not log %q within %v", p.name, s, limit)
 		}
 	}
 }
@@ -111,6 +120,7 @@ func (p *process) await(t *testing.T, s string, limit time.Duration) string {
 // serveArgs are the arguments of a node on dbURL that trusts the dev key
 // at keyPath.
 func serveArgs(t *testing.T, dbURL, keyPath string, extra ...string) (args []string, base string) {
+	t.Helper()
 	httpPort := freePort(t)
 	args = append([]string{"serve",
 		"--listen", fmt.Sprintf("127.0.0.1:%d", httpPort),
@@ -326,20 +336,7 @@ func TestNodeSurvivesRunningOutOfDescriptors(t *testing.T) {
 	}
 	conns = nil
 	client := &http.Client{Timeout: 5 * time.Second}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := client.Get(base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the node does not serve 30s after the flood: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	eventually(t, 30*time.Second, "the node serving again after the flood", func() error { return healthy(client, base+"/healthz") })
 	select {
 	case err := <-p.done:
 		t.Fatalf("the node exited: %v", err)

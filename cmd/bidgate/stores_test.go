@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"os"
 	"os/exec"
@@ -43,28 +42,13 @@ func TestRedisTLSAndACL(t *testing.T) {
 		"--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", cert, "--tls-auth-clients", "no",
 		"--save", "", "--appendonly", "no", "--user", "default", "off", "--user", "bidgate", "on", ">s3cret-of-the-test", "~*", "&*", "+@all")
 	cmd.Dir = t.TempDir()
-	if err := cmd.Start(); err != nil {
+	log, err := cmd.StdoutPipe()
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := cmd.Process.Kill(); err != nil {
-			t.Errorf("kill redis-server: %v", err)
-		}
-		_ = cmd.Wait() // killed: its status is the signal
-	})
+	// It logs this once it listens, and ends at once if it cannot.
+	runProcess(t, "redis-server", cmd, log).await(t, "Ready to accept connections", 10*time.Second)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server with TLS did not come up: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 
 	good := config{RedisAddrs: addr, RedisUsername: "bidgate", RedisPassword: "s3cret-of-the-test", RedisTLSCA: cert}
 	rdb, err := openRedis(context.Background(), good)
