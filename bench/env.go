@@ -31,6 +31,11 @@ type Options struct {
 	RedisAddrs    string // comma-separated; several mean a Redis Cluster
 	RedisPassword string
 
+	// Metrics are the nodes' Prometheus endpoints, comma-separated,
+	// loopback only, scraped for their CPU time: "" finds them as bidgate
+	// dev lays its ports out (see discoverMetrics), "off" measures none.
+	Metrics string
+
 	// The harness mints its own bearer tokens (see Tokens): with Key, or
 	// else with the private key in KeyFile (default the dev cluster's,
 	// auth.DevKeyFile, relative to the working directory; "" for runs that
@@ -90,6 +95,10 @@ type Env struct {
 	seed    uint64
 	streams atomic.Uint64 // rng streams handed out
 	bidders bidders
+	cpu     *cpuMeter
+	// cpuNotes say how the nodes' CPU is measured (or why it is not); every
+	// result carries them.
+	cpuNotes []string
 }
 
 // NewEnv checks that every address is on loopback, loads the signing key,
@@ -161,6 +170,10 @@ func NewEnv(ctx context.Context, opt Options) (*Env, error) {
 		}
 	}
 	e.bidders.base = bidderBase(e.rng().Uint64())
+	if err := e.setUpCPU(ctx); err != nil {
+		e.Close()
+		return nil, err
+	}
 	return e, nil
 }
 
@@ -175,6 +188,34 @@ func (e *Env) Close() {
 	if e.db != nil {
 		e.db.Close()
 	}
+}
+
+// setUpCPU finds the nodes' metrics endpoints and checks that they answer:
+// one that does not leaves the server's CPU missing from the report, it
+// does not stop the run.
+func (e *Env) setUpCPU(ctx context.Context) error {
+	e.cpu = &cpuMeter{client: loopbackHTTPClient(), rdb: e.rdb}
+	switch strings.TrimSpace(e.opt.Metrics) {
+	case "off":
+		e.cpu.noURLs = "not measured (--metrics off)"
+		return nil
+	case "":
+		e.cpu.urls, e.cpuNotes = discoverMetrics(ctx, e.cpu.client, e.targets, e.tokens)
+	default:
+		urls, err := ParseMetricsURLs(ctx, e.opt.Metrics)
+		if err != nil {
+			return err
+		}
+		e.cpu.urls = urls
+	}
+	if len(e.cpu.urls) == 0 {
+		e.cpu.noURLs = "no metrics endpoint known (--metrics)"
+		return nil
+	}
+	if s := e.cpu.sample(ctx); s.nodesErr != nil {
+		e.cpuNotes = append(e.cpuNotes, fmt.Sprintf("server CPU will be missing: %v (point --metrics at every node's /metrics, or --metrics off)", s.nodesErr))
+	}
+	return nil
 }
 
 // Targets are the nodes under load.

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net"
 	"strconv"
@@ -162,6 +161,13 @@ type Stream struct {
 // have submitted their jobs (not when the answers are in: see Wait).
 func (l *Loader) Run(streams ...Stream) {
 	var wg sync.WaitGroup
+	total := 0
+	for _, s := range streams {
+		if s.Rate > 0 && s.Count > 0 {
+			total += s.Count
+		}
+	}
+	l.rec.reserve(total)
 	for _, s := range streams {
 		if s.Rate <= 0 || s.Count <= 0 {
 			continue
@@ -206,13 +212,12 @@ func (l *Loader) pace(s Stream) {
 
 func (l *Loader) work() {
 	defer l.workers.Done()
-	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
-	var body []byte
+	w := &worker{req: fasthttp.AcquireRequest(), resp: fasthttp.AcquireResponse()}
+	defer fasthttp.ReleaseRequest(w.req)
+	defer fasthttp.ReleaseResponse(w.resp)
 	for j := range l.queue {
 		if l.ctx.Err() == nil {
-			body = l.do(req, resp, body, j)
+			l.do(w, j)
 		} else {
 			l.dropped.Add(1)
 		}
@@ -220,15 +225,19 @@ func (l *Loader) work() {
 	}
 }
 
-// bidAnswer holds the fields of a 201/200 body and of a problem document.
-type bidAnswer struct {
-	Seq        int64     `json:"seq"`
-	AcceptedAt time.Time `json:"acceptedAt"`
-	EndTime    time.Time `json:"endTime"`
-	Code       string    `json:"code"`
+// worker is what one worker reuses from request to request, so that
+// sending a bid allocates next to nothing.
+type worker struct {
+	req            *fasthttp.Request
+	resp           *fasthttp.Response
+	uri, body, key []byte
+	answer         answerDecoder
 }
 
-func (l *Loader) do(req *fasthttp.Request, resp *fasthttp.Response, body []byte, j Job) []byte {
+// idempotencyKey is the request header's name, canonical as sent.
+var idempotencyKey = []byte("Idempotency-Key")
+
+func (l *Loader) do(w *worker, j Job) {
 	t := int((l.next.Add(1) - 1) % uint64(len(l.clients)))
 	// The bidder's token is minted on its first bid (before the send time,
 	// so that the signature counts in the send lag) and cached after.
@@ -238,21 +247,27 @@ func (l *Loader) do(req *fasthttp.Request, resp *fasthttp.Response, body []byte,
 		l.rec.add(Record{AuctionID: j.AuctionID, Key: j.Key, BidderID: j.BidderID, Amount: j.Amount, Kind: j.Kind,
 			Step: j.Step, Target: t, Intended: j.Intended, Sent: now, Latency: now.Sub(earliest(j.Intended, now)),
 			Outcome: Transport, Err: "not sent: " + err.Error()})
-		return body
+		return
 	}
+	req, resp := w.req, w.resp
 	req.Reset()
 	resp.Reset()
-	req.SetRequestURI(l.targets[t].Base + "/auctions/" + strconv.FormatInt(j.AuctionID, 10) + "/bids")
+	w.uri = append(w.uri[:0], l.targets[t].Base...)
+	w.uri = append(w.uri, "/auctions/"...)
+	w.uri = strconv.AppendInt(w.uri, j.AuctionID, 10)
+	w.uri = append(w.uri, "/bids"...)
+	req.SetRequestURIBytes(w.uri)
 	req.Header.SetMethod(fasthttp.MethodPost)
 	req.Header.SetContentType("application/json")
 	req.Header.SetCanonical(authorization, bearer)
-	req.Header.Set("Idempotency-Key", j.Key.String())
-	body = append(body[:0], `{"bidderId":`...)
-	body = strconv.AppendInt(body, j.BidderID, 10)
-	body = append(body, `,"amount":"`...)
-	body = append(body, j.Amount...)
-	body = append(body, `"}`...)
-	req.SetBody(body)
+	w.key = appendUUID(w.key[:0], j.Key)
+	req.Header.SetCanonical(idempotencyKey, w.key)
+	w.body = append(w.body[:0], `{"bidderId":`...)
+	w.body = strconv.AppendInt(w.body, j.BidderID, 10)
+	w.body = append(w.body, `,"amount":"`...)
+	w.body = append(w.body, j.Amount...)
+	w.body = append(w.body, `"}`...)
+	req.SetBody(w.body)
 
 	timeout := l.cfg.Timeout
 	if j.ShortTimeout > 0 {
@@ -275,7 +290,7 @@ func (l *Loader) do(req *fasthttp.Request, resp *fasthttp.Response, body []byte,
 		r.Status = resp.StatusCode()
 		r.Outcome = classify(r.Status)
 		var a bidAnswer
-		if json.Unmarshal(resp.Body(), &a) == nil {
+		if w.answer.decode(resp.Body(), &a) == nil {
 			r.Code = a.Code
 			if r.Status == fasthttp.StatusCreated || r.Status == fasthttp.StatusOK {
 				r.Seq, r.AcceptedAt, r.EndTime = a.Seq, a.AcceptedAt, a.EndTime
@@ -292,7 +307,6 @@ func (l *Loader) do(req *fasthttp.Request, resp *fasthttp.Response, body []byte,
 		l.planned.Add(1)
 		time.AfterFunc(j.RetryAfter, func() { l.enqueue(retry) })
 	}
-	return body
 }
 
 // isTimeout reports a client-side timeout, in the request or in dialing a

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,6 +91,14 @@ func (r *Recorder) add(rec Record) {
 	case rec.Outcome.IsError() || rec.Outcome == OtherStatus:
 		r.errors.Add(1)
 	}
+}
+
+// reserve makes room for n more records, so that a step's appends do not
+// copy the whole slice again and again.
+func (r *Recorder) reserve(n int) {
+	r.mu.Lock()
+	r.recs = slices.Grow(r.recs, n)
+	r.mu.Unlock()
 }
 
 // Len is the number of records so far.

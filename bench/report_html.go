@@ -37,7 +37,7 @@ th{background:#f5f5f5}td.l,th.l{text-align:left}.pass{color:#1a7f37;font-weight:
 pre{background:#f7f7f7;padding:.6em;overflow:auto;max-height:24em}
 </style></head><body>
 <h1>bidbench {{.R.Scenario}} {{if .R.Passed}}<span class="pass">PASS</span>{{else}}<span class="fail">FAIL</span>{{end}}</h1>
-<p class="muted">{{when .R.Started}} · {{dur .R.Started .R.Finished}} {{if .R.Targets}}· targets {{range $i, $t := .R.Targets}}{{if $i}}, {{end}}{{$t}}{{end}} {{end}}· seed {{.R.Seed}}</p>
+<p class="muted">{{when .R.Started}} · {{dur .R.Started .R.Finished}} {{if .R.Targets}}· targets {{range $i, $t := .R.Targets}}{{if $i}}, {{end}}{{$t}}{{end}} {{end}}· seed {{.R.Seed}}{{if .R.MetricsURLs}} · server CPU from {{range $i, $u := .R.MetricsURLs}}{{if $i}}, {{end}}{{$u}}{{end}}{{end}}</p>
 {{with .R}}{{if .Bidders}}<p>{{.Bidders}} distinct bidder ids, {{printf "%.2f" .BidderRate}} bids/s each (bidgate's default limit is 5/s per bidder).</p>{{end}}{{end}}
 
 {{if .R.Latency.All.Count}}
@@ -45,6 +45,7 @@ pre{background:#f7f7f7;padding:.6em;overflow:auto;max-height:24em}
 <p>{{.R.Latency.Requests}} requests in {{f1 .R.Latency.Span}} s ({{f0 .R.Latency.Rate}}/s answered, {{f0 .R.Latency.Accepted}} 201/s).
 Latency runs from each request's intended send time (open loop); send lag p99 {{ms .R.Latency.SendLag.P99}} ms is the queue and pool wait inside it.
 Deliberate short client timeouts (retried with the same key) are left out of "all answered" and the charts.</p>
+{{with .R.CPU}}<p>CPU over the load: {{.Sentence}}.</p>{{end}}
 <table><tr><th class="l">outcome</th><th>count</th><th>share</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th></tr>
 {{range .Rows}}<tr><td class="l">{{.Name}}</td><td>{{.L.Count}}</td><td>{{share .L.Count $.R.Latency.Requests}}</td><td>{{ms .L.P50}}</td><td>{{ms .L.P90}}</td><td>{{ms .L.P99}}</td><td>{{ms .L.P999}}</td><td>{{ms .L.Max}}</td></tr>
 {{end}}</table>
@@ -63,10 +64,12 @@ Deliberate short client timeouts (retried with the same key) are left out of "al
 {{.Sent}} sent, {{n .Outcomes "201"}} accepted ({{f1 .AcceptedPerSec}}/s), {{n .Outcomes "409"}} refused, {{n .Outcomes "429"}} rate limited, {{n .Outcomes "5xx"}} 5xx; late bids refused {{.LateRefused}}/{{.LateSent}}.</p>{{end}}{{end}}
 
 {{with .R.Ramp}}<h2>Ramp</h2>
-<p>Auction {{.AuctionID}} (hot: {{.Hot}}). {{if .Best}}Highest sustained rate: <b>{{f0 .Best.Offered}} bids/s</b> offered, {{f0 .Best.DecidedPerSec}} decided/s, {{f0 .Best.AcceptedPerSec}} accepted/s, p99 {{ms .Best.Latency.P99}} ms.{{else}}No step held.{{end}} Stopped: {{.Stop}}</p>
-<table><tr><th>step</th><th>offered/s</th><th>answered/s</th><th>decided/s</th><th>201/s</th><th>errors</th><th>429</th><th>p50 ms</th><th>p99 ms</th><th>max ms</th><th>send lag p99</th><th class="l">verdict</th></tr>
-{{range .Steps}}<tr><td>{{.N}}</td><td>{{f0 .Offered}}</td><td>{{f0 .SentPerSec}}</td><td>{{f0 .DecidedPerSec}}</td><td>{{f0 .AcceptedPerSec}}</td><td>{{.Errors}}</td><td>{{.RateLimited}}</td><td>{{ms .Latency.P50}}</td><td>{{ms .Latency.P99}}</td><td>{{ms .Latency.Max}}</td><td>{{ms .SendLag.P99}}</td><td class="l">{{if .OK}}ok{{else}}{{.Reason}}{{end}}</td></tr>
-{{end}}</table>{{end}}
+<p>Auction {{.AuctionID}} (hot: {{.Hot}}). {{if .Best}}Highest sustained rate (p99 ≤ {{f0 .P99Ms}} ms, no errors): <b>{{f0 .Best.Offered}} bids/s</b> offered, {{f0 .Best.DecidedPerSec}} decided/s, {{f0 .Best.AcceptedPerSec}} accepted/s, p99 {{ms .Best.Latency.P99}} ms{{with .VsLimit}}: <b>{{f3 .DecidedFraction}}</b> of the decided rate of "{{.Limit}}" measured in the same run ({{f0 .LimitDecided}} decided/s){{end}}.
+CPU at that step: {{.Best.CPU.Sentence}}.{{else}}No step held.{{end}} Stopped: {{.Stop}}</p>
+<table><tr><th>step</th><th>offered/s</th><th>answered/s</th><th>decided/s</th><th>201/s</th><th>errors</th><th>429</th><th>p50 ms</th><th>p99 ms</th><th>max ms</th><th>send lag p99</th>{{range $.CPUColumns}}<th>{{.}}</th>{{end}}<th class="l">verdict</th></tr>
+{{range .Steps}}<tr><td>{{.N}}</td><td>{{f0 .Offered}}</td><td>{{f0 .SentPerSec}}</td><td>{{f0 .DecidedPerSec}}</td><td>{{f0 .AcceptedPerSec}}</td><td>{{.Errors}}</td><td>{{.RateLimited}}</td><td>{{ms .Latency.P50}}</td><td>{{ms .Latency.P99}}</td><td>{{ms .Latency.Max}}</td><td>{{ms .SendLag.P99}}</td>{{range .CPU.Cells}}<td>{{.}}</td>{{end}}<td class="l">{{if .OK}}ok{{else}}{{.Reason}}{{end}}</td></tr>
+{{end}}</table>
+<p class="muted">CPU per step: bidgate is every node's process_cpu_seconds_total, summed; bidbench its own getrusage, per request sent; Redis its INFO cpu (the whole server); cores are CPU seconds per second of the step; decided = 201 + 409.</p>{{end}}
 {{.RampChart}}
 
 {{with .R.CloseBurst}}<h2>Close burst</h2>
@@ -109,7 +112,8 @@ func WriteHTML(path string, res *Result) error {
 		Rows                                                            []htmlRow
 		LatencyChart, HistChart, ThroughputChart, RampChart, CloseChart template.HTML
 		Settings                                                        string
-	}{R: res}
+		CPUColumns                                                      []string
+	}{R: res, CPUColumns: cpuColumns}
 	for _, o := range Outcomes {
 		if l, ok := res.Latency.ByOutcome[o]; ok {
 			data.Rows = append(data.Rows, htmlRow{string(o), l})

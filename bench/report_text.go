@@ -15,12 +15,18 @@ func WriteText(w io.Writer, res *Result) {
 	if len(res.Targets) > 0 {
 		fmt.Fprintf(w, "targets: %s\n", strings.Join(res.Targets, ", "))
 	}
+	if len(res.MetricsURLs) > 0 {
+		fmt.Fprintf(w, "server CPU from: %s\n", strings.Join(res.MetricsURLs, ", "))
+	}
 	if res.Bidders > 0 {
 		fmt.Fprintf(w, "bidders: %d distinct ids (%.2f bids/s each; bidgate's default limit is 5/s per bidder)\n", res.Bidders, res.BidderRate)
 	}
 	if res.Latency.All.Count > 0 {
 		fmt.Fprintf(w, "requests: %d in %.1fs (%.0f/s answered, %.0f 201/s); latency from the intended send time; send lag p99 %.1f ms (queue and pool wait)\n",
 			res.Latency.Requests, res.Latency.Span, res.Latency.Rate, res.Latency.Accepted, res.Latency.SendLag.P99)
+		if res.CPU != nil {
+			fmt.Fprintf(w, "CPU over the load: %s\n", res.CPU.Sentence())
+		}
 		if n := res.Latency.Count(PlannedTimeout); n > 0 {
 			fmt.Fprintf(w, "%d deliberate short client timeouts (each retried with the same key) are left out of \"all answered\"\n", n)
 		}
@@ -46,19 +52,26 @@ func WriteText(w io.Writer, res *Result) {
 	if r := res.Ramp; r != nil {
 		fmt.Fprintf(w, "\nramp on auction %d (hot: %v)\n", r.AuctionID, r.Hot)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "step\toffered/s\tanswered/s\tdecided/s\t201/s\terrors\t429\tp50 ms\tp99 ms\tmax ms\tsend lag p99\t\t")
+		fmt.Fprintln(tw, "step\toffered/s\tanswered/s\tdecided/s\t201/s\terrors\t429\tp50 ms\tp99 ms\tmax ms\tsend lag p99\t"+
+			strings.Join(cpuColumns, "\t")+"\t\t")
 		for _, s := range r.Steps {
 			verdict := "ok"
 			if !s.OK {
 				verdict = s.Reason
 			}
-			fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t\n", s.N, s.Offered, s.SentPerSec, s.DecidedPerSec, s.AcceptedPerSec,
-				s.Errors, s.RateLimited, s.Latency.P50, s.Latency.P99, s.Latency.Max, s.SendLag.P99, verdict)
+			fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%s\t\n", s.N, s.Offered, s.SentPerSec, s.DecidedPerSec, s.AcceptedPerSec,
+				s.Errors, s.RateLimited, s.Latency.P50, s.Latency.P99, s.Latency.Max, s.SendLag.P99, strings.Join(s.CPU.Cells(), "\t"), verdict)
 		}
 		tw.Flush()
-		if r.Best != nil {
-			fmt.Fprintf(w, "highest sustained rate: %.0f bids/s offered, %.0f decided/s, %.0f accepted/s (p99 %.1f ms)\n",
-				r.Best.Offered, r.Best.DecidedPerSec, r.Best.AcceptedPerSec, r.Best.Latency.P99)
+		fmt.Fprintln(w, "CPU: bidgate = the nodes' process_cpu_seconds_total summed, bidbench = its own getrusage, Redis = INFO cpu (whole server); cores = CPU s per s of the step")
+		if b := r.Best; b != nil {
+			fmt.Fprintf(w, "highest sustained rate (p99 ≤ %.0f ms, no errors): %.0f bids/s offered, %.0f decided/s, %.0f accepted/s (p99 %.1f ms)\n",
+				r.P99Ms, b.Offered, b.DecidedPerSec, b.AcceptedPerSec, b.Latency.P99)
+			if v := r.VsLimit; v != nil {
+				fmt.Fprintf(w, "  = %.3f of the decided rate of %q measured in the same run (%.0f decided/s)\n",
+					v.DecidedFraction, v.Limit, v.LimitDecided)
+			}
+			fmt.Fprintf(w, "  CPU at that step: %s\n", b.CPU.Sentence())
 		}
 		fmt.Fprintf(w, "stopped: %s\n", r.Stop)
 	}

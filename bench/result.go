@@ -16,6 +16,9 @@ type Result struct {
 	Targets  []string  `json:"targets"`
 	Seed     uint64    `json:"seed"`
 	Settings any       `json:"settings"`
+	// MetricsURLs are the nodes' Prometheus endpoints the server's CPU was
+	// read from.
+	MetricsURLs []string `json:"metricsUrls,omitempty"`
 	// Bidders is how many distinct bidder ids the load used, BidderRate the
 	// bids per second each one sent (bidgate limits one to 5/s by default).
 	Bidders    int       `json:"bidders"`
@@ -23,6 +26,7 @@ type Result struct {
 	LoadStart  time.Time `json:"loadStart"`
 
 	Latency    Summary       `json:"latency"`
+	CPU        *CPU          `json:"cpu,omitempty"` // a flash sale's load as a whole (ramps: per step)
 	Hot        []AuctionLoad `json:"hotAuctions,omitempty"`
 	Cold       *ColdLoad     `json:"cold,omitempty"`
 	Ramp       *Ramp         `json:"ramp,omitempty"`

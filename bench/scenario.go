@@ -3,9 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
-
-	"bidgate"
 )
 
 // Prices of the auctions the harness creates.
@@ -15,13 +14,30 @@ const (
 	incCents       = 100    // 1.00
 )
 
-func cents(c int64) string { return bidgate.FormatMoney(bidgate.FromCents(c)) }
+// cents writes an amount the way bidgate does (bidgate.FormatMoney, two
+// decimals), without going through a decimal: the load builds one per bid.
+func cents(c int64) string {
+	var buf [24]byte
+	b := buf[:0]
+	u := uint64(c)
+	if c < 0 {
+		b = append(b, '-')
+		u = -u
+	}
+	b = strconv.AppendUint(b, u/100, 10)
+	b = append(b, '.', byte('0'+u%100/10), byte('0'+u%10))
+	return string(b)
+}
 
 func (e *Env) newResult(scenario string, settings any) *Result {
 	r := &Result{Scenario: scenario, Started: time.Now(), Seed: e.seed, Settings: settings}
 	for _, t := range e.targets {
 		r.Targets = append(r.Targets, t.Base)
 	}
+	if e.cpu != nil {
+		r.MetricsURLs = e.cpu.urls
+	}
+	r.Notes = append(r.Notes, e.cpuNotes...)
 	return r
 }
 

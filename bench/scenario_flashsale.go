@@ -145,8 +145,18 @@ func (e *Env) FlashSale(ctx context.Context, c FlashSaleConfig) (*Result, error)
 		if len(colds) > 0 {
 			streams = append(streams, e.coldStream(c, colds, t0))
 		}
+		// The CPU span starts just before the first bid is due (not through
+		// the lead, idle) and ends before the late bids (their wait is idle).
+		_ = sleepUntil(ctx, t0.Add(-50*time.Millisecond))
+		cpu0 := e.cpu.sample(ctx)
 		ld.Run(streams...)
 		ld.Wait()
+		cpu1 := e.cpu.sample(ctx)
+		// Every answer is in and the late bids are not sent yet: nothing
+		// writes the records while they are counted.
+		recs := ld.rec.Records()
+		cpu := cpuBetween(cpu0, cpu1, int64(len(recs)), decidedIn(recs))
+		res.CPU = &cpu
 		e.lateBids(ctx, ld, c, hot, soon)
 	})
 	res.Latency = Summarize(res.records, t0)

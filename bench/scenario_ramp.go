@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"bidgate/auth"
 )
 
 // RampConfig is hot-max and cold-max: one auction, the arrival rate raised
@@ -39,6 +41,9 @@ type Ramp struct {
 	Stop      string  `json:"stop"`           // why the ramp ended
 	BestRate  float64 `json:"bestOfferedPerSecond"`
 	P99Ms     float64 `json:"p99LimitMs"`
+	// VsLimit is Best against the store's concurrent single-bid limit
+	// measured in the same run (hot: "Redis bid script, 64 caller(s)").
+	VsLimit *Ratio `json:"bestVsLimit,omitempty"`
 }
 
 // Step is one rate of a ramp.
@@ -48,12 +53,14 @@ type Step struct {
 	Sent           int     `json:"sent"`
 	SentPerSec     float64 `json:"answeredPerSecond"`
 	Created        int64   `json:"created"`
+	Refused        int64   `json:"refused"` // 409
 	AcceptedPerSec float64 `json:"acceptedPerSecond"`
 	DecidedPerSec  float64 `json:"decidedPerSecond"` // 201 + 409
 	Errors         int64   `json:"errors"`
 	RateLimited    int64   `json:"rateLimited"`
 	Latency        Latency `json:"latency"`
 	SendLag        Latency `json:"sendLag"`
+	CPU            CPU     `json:"cpu"`
 	OK             bool    `json:"ok"`
 	Reason         string  `json:"reason,omitempty"`
 }
@@ -72,6 +79,16 @@ func (c *RampConfig) normalize() error {
 		return fmt.Errorf("--p99 must be positive")
 	}
 	return nil
+}
+
+// plannedBids is how many bids the ramp sends if every step holds.
+func (c RampConfig) plannedBids() int {
+	n, rate := 0, c.StartRate
+	for step := 1; step <= c.MaxSteps && rate <= c.MaxRate; step++ {
+		n += int(rate * c.Step.Seconds())
+		rate *= c.Factor
+	}
+	return n
 }
 
 // HotMax ramps one hot auction.
@@ -96,6 +113,14 @@ func (e *Env) ramp(ctx context.Context, name string, hot bool, c RampConfig) (*R
 		res.Bidders = max(20_000, int(c.MaxRate/2))
 	}
 	e.bidders.reset(res.Bidders)
+	// Minted up front, as the flash sale does: a signature in the load
+	// would count in the steps' send lag and in bidbench's CPU per request.
+	// Ids are handed out in turn, so the ramp uses at most one per bid.
+	warm, need := time.Now(), min(res.Bidders, c.plannedBids())
+	if err := e.tokens.Warm(e.bidders.base, need, auth.ScopeBid); err != nil {
+		return nil, err
+	}
+	e.notef("minted %d bidder tokens in %s", need, time.Since(warm).Round(time.Millisecond))
 	start := int64(coldStartCents)
 	if hot {
 		start = hotStartCents
@@ -121,6 +146,7 @@ func (e *Env) ramp(ctx context.Context, name string, hot bool, c RampConfig) (*R
 		rate := c.StartRate
 		for n := 1; n <= c.MaxSteps && rate <= c.MaxRate && ld.ctx.Err() == nil; n++ {
 			before := rec.Len()
+			cpu0 := e.cpu.sample(ctx)
 			t := time.Now().Add(100 * time.Millisecond)
 			if n == 1 {
 				res.LoadStart = t
@@ -132,7 +158,10 @@ func (e *Env) ramp(ctx context.Context, name string, hot bool, c RampConfig) (*R
 						Amount: cents(start + incCents*k), Kind: KindBid, Step: n}, true
 				}})
 			ld.Wait()
-			st := stepOf(n, rate, c, rec.From(before), t)
+			cpu1 := e.cpu.sample(ctx)
+			recs := rec.From(before)
+			st := stepOf(n, rate, c, recs, t)
+			st.CPU = cpuBetween(cpu0, cpu1, int64(len(recs)), st.Created+st.Refused)
 			if !hot {
 				var mode string
 				if err := e.db.QueryRow(ctx, `SELECT mode FROM auction WHERE id = $1`, spec.ID).Scan(&mode); err == nil && mode == "HOT" {
@@ -153,6 +182,9 @@ func (e *Env) ramp(ctx context.Context, name string, hot bool, c RampConfig) (*R
 		}
 	})
 	res.Latency = Summarize(res.records, res.LoadStart)
+	if n := len(ramp.Steps); n > 0 {
+		res.BidderRate = ramp.Steps[n-1].Offered / float64(res.Bidders) // at the top step
+	}
 	if ramp.Best == nil {
 		res.note("no step held: " + ramp.Stop)
 	}
@@ -163,13 +195,35 @@ func (e *Env) ramp(ctx context.Context, name string, hot bool, c RampConfig) (*R
 	if ramp.Best != nil {
 		best.Accepted, best.Decided = ramp.Best.AcceptedPerSec, ramp.Best.DecidedPerSec
 	}
+	store := "postgres"
 	if hot {
 		e.limits(ctx, res, best, Rate{})
+		store = "redis"
 	} else {
 		e.limits(ctx, res, Rate{}, best)
 	}
+	ramp.VsLimit = concurrentRatio(res.Limits, res.Ratios, store)
 	res.Finished = time.Now()
 	return res, nil
+}
+
+// concurrentRatio is the ratio against store's limit with the most callers
+// deciding one bid per call: the one bidgate's single auction is closest to.
+func concurrentRatio(limits []Limit, ratios []Ratio, store string) *Ratio {
+	var name string
+	callers := 0
+	for _, l := range limits {
+		if l.Store == store && l.Batch == 1 && l.Callers > callers {
+			name, callers = l.Name, l.Callers
+		}
+	}
+	for i := range ratios {
+		if ratios[i].Limit == name {
+			r := ratios[i]
+			return &r
+		}
+	}
+	return nil
 }
 
 // stepOf judges one step.
@@ -180,7 +234,7 @@ func stepOf(n int, rate float64, c RampConfig, recs []Record, t time.Time) Step 
 		secs = sum.Span
 	}
 	st := Step{N: n, Offered: rate, Sent: len(recs), SentPerSec: float64(len(recs)) / secs,
-		Created: sum.Count(Created), AcceptedPerSec: float64(sum.Count(Created)) / c.Step.Seconds(),
+		Created: sum.Count(Created), Refused: sum.Count(Conflict), AcceptedPerSec: float64(sum.Count(Created)) / c.Step.Seconds(),
 		DecidedPerSec: float64(sum.Count(Created)+sum.Count(Conflict)) / c.Step.Seconds(),
 		Errors:        sum.Errors(), RateLimited: sum.Count(RateLimited), Latency: sum.All, SendLag: sum.SendLag, OK: true}
 	limit := float64(c.P99) / float64(time.Millisecond)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,7 @@ func testEnv(t *testing.T, s stack, key *auth.SigningKey) *Env {
 	t.Helper()
 	opt := DefaultOptions()
 	opt.Targets = s.base
+	opt.Metrics = s.metrics
 	opt.PostgresURL = s.dbURL
 	opt.RedisAddrs = testRedisAddr()
 	opt.Key = s.key
@@ -50,6 +52,24 @@ func requirePassed(t *testing.T, res *Result) {
 	}
 	if res.Drain != nil && !res.Drain.Drained {
 		t.Errorf("pipeline did not drain: %s", res.Drain.Pending)
+	}
+}
+
+// requireCPU checks that a span's CPU was measured for every party: the
+// node through its real /metrics, bidbench, and the Redis it uses.
+func requireCPU(t *testing.T, what string, c *CPU) {
+	t.Helper()
+	switch {
+	case c == nil:
+		t.Errorf("%s: no CPU", what)
+	case c.Server == nil || c.Server.Seconds <= 0:
+		t.Errorf("%s: server CPU %+v (%s)", what, c.Server, c.ServerMissing)
+	case c.Generator == nil || c.Generator.Seconds <= 0 || c.Generator.UsPerRequest <= 0:
+		t.Errorf("%s: bidbench CPU %+v (%s)", what, c.Generator, c.GenMissing)
+	case c.Redis == nil:
+		t.Errorf("%s: Redis CPU missing (%s)", what, c.RedisMissing)
+	case c.Decided == 0 || c.Server.UsPerDecided <= 0:
+		t.Errorf("%s: %d decided, server %+v", what, c.Decided, *c.Server)
 	}
 }
 
@@ -98,6 +118,7 @@ func TestScenariosAgainstTheRealStack(t *testing.T) {
 		if n := res.Latency.Count(ServerError) + res.Latency.Count(Transport) + res.Latency.Count(RateLimited); n > 0 {
 			t.Errorf("%d 5xx, transport errors or 429s", n)
 		}
+		requireCPU(t, "the load", res.CPU)
 		for _, h := range res.Hot {
 			if h.Extensions == 0 || !h.FinalEnd.After(h.OriginalEnd) {
 				t.Errorf("hot auction %d was not extended by anti-sniping: %+v", h.ID, h)
@@ -151,8 +172,27 @@ func TestScenariosAgainstTheRealStack(t *testing.T) {
 			t.Fatal(err)
 		}
 		requirePassed(t, res)
-		if r := res.Ramp; len(r.Steps) == 0 || r.Best == nil {
-			t.Errorf("ramp: %+v", r)
+		r := res.Ramp
+		if len(r.Steps) == 0 || r.Best == nil {
+			t.Fatalf("ramp: %+v", r)
+		}
+		for _, st := range r.Steps {
+			requireCPU(t, fmt.Sprintf("step %d", st.N), &st.CPU)
+		}
+		if v := r.VsLimit; v == nil || !strings.HasPrefix(v.Limit, "Redis bid script, 64 caller(s)") || v.DecidedFraction <= 0 {
+			t.Errorf("best step against the Redis limit: %+v", v)
+		}
+	})
+
+	// Where the default --metrics finds the other nodes: the admin
+	// endpoint's member list, read with an operator token bidbench mints.
+	t.Run("cluster members", func(t *testing.T) {
+		members, err := clusterMembers(ctx, loopbackHTTPClient(), strings.TrimSuffix(s.metrics, "/metrics"), e.tokens)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := strings.TrimPrefix(s.base, "http://"); len(members) != 1 || members[0] != want {
+			t.Errorf("members %v, want [%s]", members, want)
 		}
 	})
 

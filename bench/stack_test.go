@@ -56,6 +56,7 @@ func testRedisAddr() string {
 // test database, trusting tokens signed by key (dev issuer and audience).
 type stack struct {
 	base, dbURL string
+	metrics     string // the admin endpoint's /metrics
 	key         *auth.SigningKey
 }
 
@@ -82,11 +83,11 @@ func startStack(t *testing.T) stack {
 		t.Fatal(err)
 	}
 
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	listen, admin := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cmd := exec.Command(bin, "serve",
 		"--listen", listen,
 		"--internal-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		"--admin-listen", "127.0.0.1:0",
+		"--admin-listen", admin,
 		"--postgres-conns", "8",
 		"--gossip-port", fmt.Sprint(freePort(t)),
 		"--kafka-embedded-port", fmt.Sprint(freePort(t)),
@@ -143,7 +144,7 @@ func startStack(t *testing.T) stack {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return stack{base: base, dbURL: dbURL, key: key}
+	return stack{base: base, dbURL: dbURL, metrics: "http://" + admin + "/metrics", key: key}
 }
 
 // testWriter sends the harness's notes to the test log.

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -80,6 +81,14 @@ func parse(scenario string, args []string) (func(context.Context) int, error) {
 	if scenario != "limits" {
 		fs.StringVar(&opt.Targets, "targets", opt.Targets, "bidgate node base URLs, comma-separated (loopback only), e.g. http://127.0.0.1:8080,http://127.0.0.1:8081")
 	}
+	switch scenario {
+	case "flash-sale", "hot-max", "cold-max":
+		fs.StringVar(&opt.Metrics, "metrics", "", "the nodes' Prometheus endpoints, comma-separated (loopback only), read for process_cpu_seconds_total "+
+			"at the start and end of each step; \"off\" measures none (default: each target's admin port, its port + 300 as bidgate dev lays them out, "+
+			"and the same for every member its /cluster/members lists)")
+	default:
+		opt.Metrics = "off" // no CPU is reported
+	}
 	fs.StringVar(&opt.PostgresURL, "postgres-url", opt.PostgresURL, "PostgreSQL of bidgate (loopback or Unix socket): bulk creation, the audit, the limits")
 	fs.StringVar(&opt.RedisAddrs, "redis-addrs", opt.RedisAddrs, "Redis of bidgate (loopback), comma-separated for a Redis Cluster")
 	fs.StringVar(&opt.RedisPassword, "redis-password", "", "Redis password")
@@ -105,6 +114,7 @@ func parse(scenario string, args []string) (func(context.Context) int, error) {
 	out := fs.String("out", "", "result file (JSON; the HTML report and the records go beside it) (default bench-results/<scenario>-<timestamp>.json)")
 	records := fs.Bool("records", true, "write every request to <out>.records.jsonl.gz")
 	quiet := fs.Bool("quiet", false, "no progress bar (there is none anyway when stderr is not a terminal)")
+	cpuProfile := fs.String("cpuprofile", "", "write bidbench's own CPU profile (pprof) of the whole run to this file")
 
 	var run func(ctx context.Context, e *bench.Env) (*bench.Result, error)
 	switch scenario {
@@ -175,6 +185,14 @@ func parse(scenario string, args []string) (func(context.Context) int, error) {
 	opt.Progress = !*quiet && term.IsTerminal(int(os.Stderr.Fd()))
 
 	return func(ctx context.Context) int {
+		if *cpuProfile != "" {
+			stop, err := startCPUProfile(*cpuProfile)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "bidbench:", err)
+				return 1
+			}
+			defer stop()
+		}
 		e, err := bench.NewEnv(ctx, opt)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bidbench:", err)
@@ -206,5 +224,24 @@ func parse(scenario string, args []string) (func(context.Context) int, error) {
 			return 1
 		}
 		return 0
+	}, nil
+}
+
+// startCPUProfile profiles bidbench itself until the returned stop is
+// called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "bidbench: --cpuprofile:", err)
+		}
 	}, nil
 }
