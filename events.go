@@ -1,15 +1,13 @@
 package bidgate
 
 import (
-	"strconv"
+	"fmt"
 	"time"
+
+	"github.com/google/uuid"
 )
 
-// UpdatesChannel is the Redis pub/sub channel that carries an auction's
-// state after every change.
-func UpdatesChannel(auctionID int64) string { return "auction:" + strconv.FormatInt(auctionID, 10) }
-
-// StateUpdate is the message published on UpdatesChannel. Seq is the
+// StateUpdate is an auction's state as viewers receive it. Seq is the
 // auction's bid count and only rises, so a listener can drop older updates.
 type StateUpdate struct {
 	AuctionID    int64  `json:"auctionId"`
@@ -58,4 +56,22 @@ type BidAccepted struct {
 	AcceptedAt time.Time `json:"acceptedAt"`
 	EndTime    time.Time `json:"endTime"`
 	StreamID   string    `json:"streamId"`
+}
+
+// Validate checks what a hot bid's writer needs: positive ids and seq, an
+// amount of money, a request id that is a UUID.
+func (b BidAccepted) Validate() error {
+	if b.AuctionID <= 0 || b.BidderID <= 0 || b.Seq <= 0 {
+		return fmt.Errorf("bid %d/%d: auction, bidder and seq must be positive", b.AuctionID, b.Seq)
+	}
+	if _, err := ParseMoney(b.Amount); err != nil {
+		return fmt.Errorf("bid %d/%d: amount: %w", b.AuctionID, b.Seq, err)
+	}
+	if _, err := uuid.Parse(b.RequestID); err != nil {
+		return fmt.Errorf("bid %d/%d: request id: %w", b.AuctionID, b.Seq, err)
+	}
+	if b.AcceptedAt.IsZero() || b.EndTime.IsZero() {
+		return fmt.Errorf("bid %d/%d: no acceptance or end time", b.AuctionID, b.Seq)
+	}
+	return nil
 }

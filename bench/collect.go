@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"bidgate"
-	"bidgate/persist"
+	"bidgate/persist/redisstore"
 )
 
 func ids(specs []AuctionSpec) []int64 {
@@ -105,7 +105,7 @@ func (e *Env) redisStates(ctx context.Context, hot map[int64]bool) (map[int64]Re
 	pipe := e.rdb.Pipeline()
 	cmds := map[int64]*redis.SliceCmd{}
 	for id := range hot {
-		cmds[id] = pipe.HMGet(ctx, persist.KeysOf(id).State, "price", "leader", "seq", "end_us", "status")
+		cmds[id] = pipe.HMGet(ctx, redisstore.KeysOf(id).State, "price", "leader", "seq", "end_us", "status")
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return nil, fmt.Errorf("read Redis state: %w", err)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"bidgate/persist"
+	"bidgate/persist/redisstore"
 )
 
 // Drain is how the wait for the pipeline went.
@@ -71,7 +71,7 @@ func (e *Env) pending(ctx context.Context, all, hot []int64) (string, time.Time,
 		pipe := e.rdb.Pipeline()
 		seqs := make([]func() int64, len(hot))
 		for i, id := range hot {
-			cmd := pipe.HGet(ctx, persist.KeysOf(id).State, "seq")
+			cmd := pipe.HGet(ctx, redisstore.KeysOf(id).State, "seq")
 			seqs[i] = func() int64 { n, _ := cmd.Int64(); return n }
 		}
 		_, _ = pipe.Exec(ctx) // a missing state reads as 0
@@ -100,7 +100,7 @@ func (e *Env) pending(ctx context.Context, all, hot []int64) (string, time.Time,
 	for _, o := range ended {
 		if o.mode == "HOT" {
 			// Redis decides a hot auction's end; one it extended is not due.
-			if endUs, err := e.rdb.HGet(ctx, persist.KeysOf(o.id).State, "end_us").Int64(); err == nil && endUs > now.UnixMicro() {
+			if endUs, err := e.rdb.HGet(ctx, redisstore.KeysOf(o.id).State, "end_us").Int64(); err == nil && endUs > now.UnixMicro() {
 				continue
 			}
 		}

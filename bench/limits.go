@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,10 +11,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
+	"github.com/shopspring/decimal"
 
 	"bidgate"
-	"bidgate/shard"
+	"bidgate/persist/pgstore"
+	"bidgate/persist/redisstore"
 )
 
 // Limit is one store ceiling: bidgate's own serialization statement called
@@ -84,27 +84,27 @@ func (l *Limit) finish(elapsed time.Duration, err error) Limit {
 // them a seller (the statements refuse a seller's own bid).
 func limitBidder(n int64) int64 { return bidderFloor + 1 + n%1000 }
 
-// redisLimit calls shard.BidBatchScript on a scratch hot auction (a
+// redisLimit decides bids with the hot path's own call (redisstore's
+// DecideBids: the batch script and its reply) on a scratch hot auction (a
 // negative id, which no real auction has; its keys are deleted after) from
 // callers goroutines, batch bids per call, for dur.
 func (e *Env) redisLimit(ctx context.Context, callers, batch int, dur time.Duration) Limit {
 	l := Limit{Store: "redis", Callers: callers, Batch: batch, Auctions: 1,
 		Name: fmt.Sprintf("Redis bid script, %d caller(s), %d bid(s)/call", callers, batch)}
 	id := -int64(1 + e.rng().Uint64()%(1<<40))
-	keys := shard.HotScriptKeys(id)
-	defer e.rdb.Del(context.WithoutCancel(ctx), keys...)
+	rs := redisstore.New(e.rdb)
+	defer func() { _ = rs.Delete(context.WithoutCancel(ctx), id) }()
 	now, err := e.rdb.Time(ctx).Result()
 	if err != nil {
 		return l.finish(0, err)
 	}
-	// The state bid_batch.lua reads: price 1000.00, increment 1.00, open for
-	// an hour, no anti-sniping, sold by a seller none of the bidders is.
-	err = e.rdb.HSet(ctx, keys[0], "price", 100000, "inc", 100, "end_us", now.Add(time.Hour).UnixMicro(),
-		"status", "OPEN", "window_us", 0, "by_us", 1_000_000, "seq", 0, "seller", sellerID(0)).Err()
-	if err != nil {
+	// Price 1000.00, increment 1.00, open for an hour, no anti-sniping,
+	// sold by a seller none of the bidders is.
+	scratch := bidgate.Auction{ID: id, SellerID: sellerID(0), CurrentPrice: decimal.NewFromInt(1000),
+		MinIncrement: decimal.NewFromInt(1), Status: bidgate.StatusOpen, EndTime: now.Add(time.Hour), ExtendBy: time.Second}
+	if _, err := rs.Load(ctx, scratch, nil, true); err != nil {
 		return l.finish(0, err)
 	}
-	script := redis.NewScript(shard.BidBatchScript())
 	var (
 		next                     atomic.Int64
 		calls, decided, accepted atomic.Int64
@@ -118,22 +118,22 @@ func (e *Env) redisLimit(ctx context.Context, callers, batch int, dur time.Durat
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			args := make([]any, 0, 3*batch)
+			reqs := make([]bidgate.BidRequest, batch)
 			for time.Now().Before(deadline) && ctx.Err() == nil {
 				n := next.Add(int64(batch)) - int64(batch)
-				args = args[:0]
 				for k := range int64(batch) {
-					args = append(args, uuid.NewString(), strconv.FormatInt(limitBidder(n+k), 10), 100000+100*(n+k+1))
+					reqs[k] = bidgate.BidRequest{AuctionID: id, BidderID: limitBidder(n + k), RequestID: uuid.New(),
+						Amount: bidgate.FromCents(100000 + 100*(n+k+1))}
 				}
-				v, err := script.Run(ctx, e.rdb, keys, args...).Slice()
+				_, out, err := rs.DecideBids(ctx, id, reqs)
 				if err != nil {
 					errOnce.Do(func() { firstErr = err })
 					return
 				}
 				calls.Add(1)
-				for _, r := range v[1:] {
+				for _, d := range out {
 					decided.Add(1)
-					if res, ok := r.([]any); ok && len(res) > 0 && res[0] == int64(1) {
+					if d.Err == nil {
 						accepted.Add(1)
 					}
 				}
@@ -212,7 +212,7 @@ func (e *Env) pgLimit(ctx context.Context, conns, auctions int, dur time.Duratio
 				amount := bidgate.FromCents(10000 + 100*k)
 				var seq int64
 				var at, end time.Time
-				err := pool.QueryRow(ctx, shard.ColdBidSQL(), scratch[a], limitBidder(k), amount, uuid.New()).Scan(&seq, &at, &end)
+				err := pool.QueryRow(ctx, pgstore.ColdBidSQL(), scratch[a], limitBidder(k), amount, uuid.New()).Scan(&seq, &at, &end)
 				switch {
 				case err == nil:
 					accepted.Add(1)

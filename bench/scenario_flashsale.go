@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"bidgate/auth"
-	"bidgate/persist"
+	"bidgate/persist/redisstore"
 )
 
 // FlashSaleConfig is the design's scale: many cold auctions with a trickle
@@ -291,7 +291,7 @@ func (e *Env) lateBids(ctx context.Context, ld *Loader, c FlashSaleConfig, hot, 
 			end = pgEnd
 		}
 		if s.Hot {
-			if us, err := e.rdb.HGet(ctx, persist.KeysOf(s.ID).State, "end_us").Int64(); err == nil && time.UnixMicro(us).After(end) {
+			if us, err := e.rdb.HGet(ctx, redisstore.KeysOf(s.ID).State, "end_us").Int64(); err == nil && time.UnixMicro(us).After(end) {
 				end = time.UnixMicro(us)
 			}
 		}

@@ -9,7 +9,7 @@ import (
 )
 
 // bulkSQL creates n cold auctions in one statement, with the columns
-// persist/sql/create_auction.sql writes, sold by sellers 1..$12 (as
+// persist/pgstore/sql/create_auction.sql writes, sold by sellers 1..$12 (as
 // sellerID). Every `every`-th auction ends at
 // early + (its rank among those modulo spreadMs) ms; the others at late +
 // (g modulo spreadS) s. Both instants come from the database clock.

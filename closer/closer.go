@@ -27,6 +27,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"bidgate/persist/pgstore"
+	"bidgate/persist/redisstore"
 	"bidgate/retry"
 )
 
@@ -60,7 +62,7 @@ func (c *Config) setDefaults() {
 // Closer closes ended auctions. Its methods are safe for concurrent use.
 type Closer struct {
 	db      *pgxpool.Pool
-	rdb     redis.UniversalClient
+	rdb     *redisstore.Store
 	cfg     Config
 	metrics *metrics
 
@@ -77,7 +79,7 @@ type Closer struct {
 // (nil: unregistered). Closers sharing reg share their metrics.
 func New(db *pgxpool.Pool, rdb redis.UniversalClient, cfg Config, reg prometheus.Registerer) *Closer {
 	cfg.setDefaults()
-	return &Closer{db: db, rdb: rdb, cfg: cfg, metrics: newMetrics(reg),
+	return &Closer{db: db, rdb: redisstore.New(rdb), cfg: cfg, metrics: newMetrics(reg),
 		unsettled: retry.Streak{Task: "settle hot auctions whose bids are not all in PostgreSQL", Log: cfg.Log}}
 }
 
@@ -145,16 +147,14 @@ func (c *Closer) pass(ctx context.Context) (closed int, full bool, err error) {
 // closeCold closes one batch of ended cold auctions and writes their outbox
 // rows, in one transaction.
 func (c *Closer) closeCold(ctx context.Context) (int, error) {
-	var closed []closedAuction
+	var closed []pgstore.Closed
 	err := pgx.BeginFunc(ctx, c.db, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, closeColdSQL, c.cfg.BatchSize)
-		if err != nil {
+		store := &pgstore.Store{DB: tx}
+		var err error
+		if closed, err = store.CloseDueCold(ctx, c.cfg.BatchSize); err != nil {
 			return err
 		}
-		if closed, err = collectClosed(rows); err != nil {
-			return err
-		}
-		return addEvents(ctx, tx, closed)
+		return addEvents(ctx, store, closed)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("close cold auctions: %w", err)

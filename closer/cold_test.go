@@ -15,7 +15,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
-	"bidgate/persist"
+	"bidgate/persist/redisstore"
 )
 
 // insertColdAuctions inserts n cold auctions straight into the table (the
@@ -232,7 +232,7 @@ WHERE id = $1 RETURNING end_time`, a.ID).Scan(&end); err != nil {
 	}
 	stored := 0
 	if hot {
-		stored = int(e.rdb.XLen(ctx, persist.KeysOf(a.ID).Log).Val())
+		stored = int(e.rdb.XLen(ctx, redisstore.KeysOf(a.ID).Log).Val())
 	} else {
 		stored = count(t, e.db, `SELECT count(*) FROM bid WHERE auction_id = $1`, a.ID)
 	}
@@ -268,7 +268,7 @@ func TestColdEventPayload(t *testing.T) {
 				e.bid(t, a.ID, int64(i+1), amount)
 			}
 			e.endInPostgres(t, a.ID)
-			sub := e.rdb.Subscribe(ctx, bidgate.UpdatesChannel(a.ID))
+			sub := e.rdb.Subscribe(ctx, redisstore.Channel(a.ID))
 			defer sub.Close()
 			if _, err := sub.Receive(ctx); err != nil { // the subscription is in place
 				t.Fatal(err)
@@ -285,10 +285,11 @@ func TestColdEventPayload(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var u bidgate.StateUpdate
-			if err := json.Unmarshal([]byte(msg.Payload), &u); err != nil {
+			parsed, err := redisstore.ParseUpdate(msg.Payload)
+			if err != nil {
 				t.Fatal(err)
 			}
+			u := parsed.StateUpdate()
 			if u.Status != bidgate.StatusClosed || u.CurrentPrice != tc.price || !equalLeader(u.LeaderID, tc.winner) ||
 				u.BidCount != int64(len(tc.bids)) {
 				t.Fatalf("closed state update %s", msg.Payload)

@@ -14,7 +14,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
-	"bidgate/persist"
+	"bidgate/persist/redisstore"
 	"bidgate/persist/pgtest"
 	"bidgate/shard"
 )
@@ -57,7 +57,7 @@ func (e *env) newAuction(t testing.TB, hot bool, start string, window time.Durat
 		t.Fatalf("create auction: %v", err)
 	}
 	if hot {
-		k := persist.KeysOf(a.ID)
+		k := redisstore.KeysOf(a.ID)
 		t.Cleanup(func() {
 			e.rdb.Del(context.Background(), k.State, k.Reqs, k.Log, k.Relayed, k.Persisted)
 		})
@@ -95,7 +95,7 @@ func (e *env) setRedisEnd(t testing.TB, id int64, offset time.Duration) int64 {
 		t.Fatal(err)
 	}
 	end := now.Add(offset).UnixMicro()
-	if err := e.rdb.HSet(ctx, persist.KeysOf(id).State, "end_us", end).Err(); err != nil {
+	if err := e.rdb.HSet(ctx, redisstore.KeysOf(id).State, "end_us", end).Err(); err != nil {
 		t.Fatal(err)
 	}
 	return end

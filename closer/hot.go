@@ -4,28 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/redis/go-redis/v9"
-	"github.com/shopspring/decimal"
 
 	"bidgate"
-	"bidgate/persist"
+	"bidgate/persist/pgstore"
+	"bidgate/persist/redisstore"
 )
-
-// dueHot is a hot auction whose PostgreSQL end has passed, as its locked row
-// has it.
-type dueHot struct {
-	id       int64
-	price    decimal.Decimal
-	leader   *int64
-	bidCount int64
-	endTime  time.Time
-	// persisted is how far its bids are in PostgreSQL without a gap.
-	persisted int64
-}
 
 // closeHot closes one batch of hot auctions. The transaction holds their row
 // locks while Redis decides each one with its own clock, so no other closer
@@ -35,7 +20,7 @@ type dueHot struct {
 // made progress, worth another pass at once.
 func (c *Closer) closeHot(ctx context.Context) (closed int, full bool, err error) {
 	var (
-		settled  []closedAuction
+		settled  []pgstore.Closed
 		extended int
 		skipped  []error
 		selected int
@@ -43,24 +28,17 @@ func (c *Closer) closeHot(ctx context.Context) (closed int, full bool, err error
 	)
 	err = pgx.BeginFunc(ctx, c.db, func(tx pgx.Tx) error {
 		settled, extended, skipped, waiting = nil, 0, nil, 0
-		rows, err := tx.Query(ctx, dueHotSQL, c.cfg.BatchSize)
-		if err != nil {
-			return err
-		}
-		due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (dueHot, error) {
-			var a dueHot
-			err := row.Scan(&a.id, &a.price, &a.leader, &a.bidCount, &a.endTime, &a.persisted)
-			return a, err
-		})
+		store := &pgstore.Store{DB: tx}
+		due, err := store.LockDueHot(ctx, c.cfg.BatchSize)
 		if err != nil {
 			return err
 		}
 		selected = len(due)
 
-		var settle settleArgs
-		var extend extendArgs
+		var settle []pgstore.Settlement
+		var extend []pgstore.Extension
 		for _, a := range due {
-			o, err := closeInRedis(ctx, c.rdb, a.id)
+			o, err := c.rdb.Close(ctx, a.ID)
 			if err != nil {
 				if ctx.Err() != nil {
 					return err
@@ -68,22 +46,23 @@ func (c *Closer) closeHot(ctx context.Context) (closed int, full bool, err error
 				skipped = append(skipped, err)
 				continue
 			}
-			switch o.kind {
-			case stateMissing:
+			switch o.Ending {
+			case redisstore.NoState:
 				// Redis has no state for this auction, so it has had no hot
 				// bid recorded there (hot bids go to Redis only, and a lost
 				// state is reloaded from PostgreSQL by the next bid, not by
 				// the closer): the PostgreSQL row, with whatever the
 				// persister wrote to it, is the truth, and its end has
 				// passed by the database clock.
-				settle.add(a.id, a.price, a.leader, a.bidCount, a.endTime.UnixMicro())
-			case stateClosed:
+				settle = append(settle, pgstore.Settlement{ID: a.ID, Price: a.Price, Leader: a.Leader,
+					BidCount: a.BidCount, EndUs: a.EndTime.UnixMicro()})
+			case redisstore.Closed:
 				if c.afterRedisClose != nil {
-					if err := c.afterRedisClose(a.id); err != nil {
-						return fmt.Errorf("after closing auction %d in Redis: %w", a.id, err)
+					if err := c.afterRedisClose(a.ID); err != nil {
+						return fmt.Errorf("after closing auction %d in Redis: %w", a.ID, err)
 					}
 				}
-				complete, err := c.persistAll(ctx, tx, a, o.seq)
+				complete, err := c.persistAll(ctx, tx, a, o.Seq)
 				if err != nil {
 					return err
 				}
@@ -93,33 +72,29 @@ func (c *Closer) closeHot(ctx context.Context) (closed int, full bool, err error
 				}
 				// Redis's end is the one that decided its bids; a log
 				// entry written above may carry an older, later end.
-				settle.add(a.id, bidgate.FromCents(o.price), o.leader, o.seq, o.endUs)
-			case stateRunning:
+				var leader *int64
+				if o.LeaderID != 0 {
+					leader = &o.LeaderID
+				}
+				settle = append(settle, pgstore.Settlement{ID: a.ID, Price: bidgate.FromCents(o.PriceCents),
+					Leader: leader, BidCount: o.Seq, EndUs: o.EndUs})
+			case redisstore.Running:
 				// Redis's clock (or an anti-sniping extension) says not yet.
 				// Moving the row's end makes it stop being due; an end that
 				// did not move (clocks a hair apart) is simply seen again.
-				if o.endUs > a.endTime.UnixMicro() {
-					extend.add(a.id, o.endUs)
+				if o.EndUs > a.EndTime.UnixMicro() {
+					extend = append(extend, pgstore.Extension{ID: a.ID, EndUs: o.EndUs})
 				}
 			}
 		}
-		if len(extend.ids) > 0 {
-			if _, err := tx.Exec(ctx, extendHotSQL, extend.ids, extend.endUs); err != nil {
-				return fmt.Errorf("move the end of %d extended auctions: %w", len(extend.ids), err)
-			}
-			extended = len(extend.ids)
-		}
-		if len(settle.ids) == 0 {
-			return nil
-		}
-		rows, err = tx.Query(ctx, settleHotSQL, settle.ids, settle.prices, settle.leaders, settle.bidCounts, settle.endUs)
-		if err != nil {
+		if err := store.ExtendHot(ctx, extend); err != nil {
 			return err
 		}
-		if settled, err = collectClosed(rows); err != nil {
+		extended = len(extend)
+		if settled, err = store.SettleHot(ctx, settle); err != nil {
 			return err
 		}
-		return addEvents(ctx, tx, settled)
+		return addEvents(ctx, store, settled)
 	})
 	if err != nil {
 		return 0, false, fmt.Errorf("close hot auctions: %w", err)
@@ -142,137 +117,39 @@ func (c *Closer) closeHot(ctx context.Context) (closed int, full bool, err error
 // It reports false, and logs, when bids are still missing: the auction then
 // stays OPEN (Redis has closed it, so no bid is accepted meanwhile) and a
 // later pass tries again.
-func (c *Closer) persistAll(ctx context.Context, tx pgx.Tx, a dueHot, n int64) (bool, error) {
-	if a.persisted >= n {
+func (c *Closer) persistAll(ctx context.Context, tx pgx.Tx, a pgstore.DueHot, n int64) (bool, error) {
+	if a.Persisted >= n {
 		return true, nil
 	}
-	bids, err := persist.LogBidsAfter(ctx, c.rdb, a.id, a.persisted)
+	bids, err := c.rdb.ReadLog(ctx, a.ID, a.Persisted)
 	if err != nil {
 		return false, err
 	}
-	positions, inserted, err := persist.WriteHotBids(ctx, tx, bids)
+	positions, inserted, err := pgstore.WriteHotBids(ctx, tx, bids)
 	if err != nil {
-		return false, fmt.Errorf("persist the bids of auction %d: %w", a.id, err)
+		return false, fmt.Errorf("persist the bids of auction %d: %w", a.ID, err)
 	}
 	c.metrics.persistedAtClose.Add(float64(inserted))
-	if positions[a.id] < n {
-		c.unsettled.Fail(fmt.Errorf("auction %d: %d bids, %d in PostgreSQL", a.id, n, positions[a.id]))
+	if positions[a.ID] < n {
+		c.unsettled.Fail(fmt.Errorf("auction %d: %d bids, %d in PostgreSQL", a.ID, n, positions[a.ID]))
 		c.cfg.Log.Debug("hot auction ended but not all its bids are in PostgreSQL or its Redis log; not settling it",
-			"auction", a.id, "bids", n, "persisted_seq", positions[a.id])
+			"auction", a.ID, "bids", n, "persisted_seq", positions[a.ID])
 		return false, nil
 	}
 	return true, nil
 }
 
-// settleArgs are the columns settle_hot.sql unnests.
-type settleArgs struct {
-	ids       []int64
-	prices    []string
-	leaders   []*int64
-	bidCounts []int64
-	endUs     []int64
-}
-
-func (s *settleArgs) add(id int64, price decimal.Decimal, leader *int64, bidCount, endUs int64) {
-	s.ids = append(s.ids, id)
-	s.prices = append(s.prices, bidgate.FormatMoney(price))
-	s.leaders = append(s.leaders, leader)
-	s.bidCounts = append(s.bidCounts, bidCount)
-	s.endUs = append(s.endUs, endUs)
-}
-
-// extendArgs are the columns extend_hot.sql unnests.
-type extendArgs struct {
-	ids, endUs []int64
-}
-
-func (e *extendArgs) add(id, endUs int64) {
-	e.ids = append(e.ids, id)
-	e.endUs = append(e.endUs, endUs)
-}
-
-// redisState says what close_auction.lua found.
-type redisState int
-
-const (
-	stateMissing redisState = iota // no state in Redis
-	stateClosed                    // closed, now or earlier: final state follows
-	stateRunning                   // not ended by Redis's clock: endUs is the end
-)
-
-// redisOutcome is close_auction.lua's answer for one auction.
-type redisOutcome struct {
-	kind   redisState
-	price  int64  // cents
-	leader *int64 // nil when nobody bid
-	seq    int64  // accepted bids
-	endUs  int64
-}
-
-// closeInRedis runs close_auction.lua on the auction's state.
-func closeInRedis(ctx context.Context, rdb redis.UniversalClient, id int64) (redisOutcome, error) {
-	v, err := closeAuctionScript.Run(ctx, rdb, []string{persist.KeysOf(id).State}).Slice()
-	if err != nil {
-		return redisOutcome{}, fmt.Errorf("close auction %d in Redis: %w", id, err)
-	}
-	o, err := parseOutcome(v)
-	if err != nil {
-		return redisOutcome{}, fmt.Errorf("close auction %d in Redis: %w", id, err)
-	}
-	return o, nil
-}
-
-func parseOutcome(v []any) (redisOutcome, error) {
-	if len(v) == 0 {
-		return redisOutcome{}, errors.New("empty script result")
-	}
-	kind, err := persist.IntReply(v[0])
-	if err != nil {
-		return redisOutcome{}, err
-	}
-	var o redisOutcome
-	switch {
-	case kind == 0 && len(v) == 1:
-		o.kind = stateMissing
-	case kind == 2 && len(v) == 2:
-		o.kind = stateRunning
-		o.endUs, err = persist.IntReply(v[1])
-	case kind == 1 && len(v) == 5:
-		o.kind = stateClosed
-		if o.price, err = persist.IntReply(v[1]); err != nil {
-			return o, err
-		}
-		if leader, _ := v[2].(string); leader != "" {
-			n, err := strconv.ParseInt(leader, 10, 64)
-			if err != nil {
-				return o, fmt.Errorf("bad leader %q", leader)
-			}
-			o.leader = &n
-		}
-		if o.seq, err = persist.IntReply(v[3]); err != nil {
-			return o, err
-		}
-		o.endUs, err = persist.IntReply(v[4])
-	default:
-		return o, fmt.Errorf("bad script result %v", v)
-	}
-	return o, err
-}
-
 // expire gives settled auctions' Redis keys a time to live. It is best
 // effort: a key left without one only costs memory.
-func (c *Closer) expire(ctx context.Context, settled []closedAuction) {
+func (c *Closer) expire(ctx context.Context, settled []pgstore.Closed) {
 	if len(settled) == 0 {
 		return
 	}
-	pipe := c.rdb.Pipeline()
-	for _, a := range settled {
-		k := persist.KeysOf(a.id)
-		for _, key := range []string{k.State, k.Reqs, k.Log, k.Relayed, k.Persisted} {
-			pipe.Expire(ctx, key, c.cfg.KeepClosed)
-		}
+	ids := make([]int64, len(settled))
+	for i, a := range settled {
+		ids[i] = a.ID
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	if err := c.rdb.Expire(ctx, c.cfg.KeepClosed, ids...); err != nil {
 		c.cfg.Log.Warn("set the time to live of closed auctions' Redis keys", "auctions", len(settled), "err", err)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"bidgate"
-	"bidgate/persist"
+	"bidgate/persist/redisstore"
 )
 
 // TestHotClose: the closer asks Redis, whose clock decided the bids, and
@@ -40,7 +40,7 @@ func TestHotClose(t *testing.T) {
 			}
 			var redisEnd int64
 			if tc.dropState {
-				if err := e.rdb.Del(ctx, persist.KeysOf(a.ID).State).Err(); err != nil {
+				if err := e.rdb.Del(ctx, redisstore.KeysOf(a.ID).State).Err(); err != nil {
 					t.Fatal(err)
 				}
 				if _, err := e.db.Exec(ctx, `UPDATE auction SET current_price = 150.25, leader_id = 42, bid_count = 2 WHERE id = $1`, a.ID); err != nil {
@@ -79,10 +79,10 @@ func TestHotClose(t *testing.T) {
 			}
 			checkClosed(t, e.db, a.ID, tc.winner, tc.price, tc.bidCount)
 			if !tc.dropState {
-				if status := e.rdb.HGet(ctx, persist.KeysOf(a.ID).State, "status").Val(); status != "CLOSED" {
+				if status := e.rdb.HGet(ctx, redisstore.KeysOf(a.ID).State, "status").Val(); status != "CLOSED" {
 					t.Fatalf("Redis status %q, want CLOSED", status)
 				}
-				if ttl := e.rdb.TTL(ctx, persist.KeysOf(a.ID).State).Val(); ttl <= 0 || ttl > 24*time.Hour {
+				if ttl := e.rdb.TTL(ctx, redisstore.KeysOf(a.ID).State).Val(); ttl <= 0 || ttl > 24*time.Hour {
 					t.Fatalf("closed auction's state has TTL %v, want up to 24h", ttl)
 				}
 			}
@@ -129,7 +129,7 @@ func TestHotCrashBetweenRedisAndPostgres(t *testing.T) {
 		if c := count(t, e.db, `SELECT count(*) FROM outbox`); c != 0 {
 			t.Fatalf("%d outbox rows after a rolled back close", c)
 		}
-		if status := e.rdb.HGet(ctx, persist.KeysOf(a.ID).State, "status").Val(); status != "CLOSED" {
+		if status := e.rdb.HGet(ctx, redisstore.KeysOf(a.ID).State, "status").Val(); status != "CLOSED" {
 			t.Fatalf("Redis status %q, want CLOSED", status)
 		}
 		if _, err := e.shards.PlaceBid(ctx, bidRequest(a.ID, 3, "1000")); !errors.Is(err, bidgate.ErrAuctionClosed) {
@@ -237,7 +237,7 @@ func TestHotClosePersistsBidsFirst(t *testing.T) {
 	lost := e.newAuction(t, true, "100", 0)
 	e.bid(t, lost.ID, 1, "101")
 	e.bid(t, lost.ID, 2, "102")
-	k := persist.KeysOf(lost.ID)
+	k := redisstore.KeysOf(lost.ID)
 	head, err := e.rdb.XRangeN(ctx, k.Log, "-", "+", 1).Result()
 	if err != nil || len(head) != 1 {
 		t.Fatalf("log head: %v %v", head, err)

@@ -1,10 +1,8 @@
 package closer
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
 type metrics struct {
@@ -19,54 +17,36 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
+	f := promauto.With(reg)
 	return &metrics{
-		closed: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		closed: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "bidgate_closer_auctions_closed_total",
 			Help: "Auctions the closer settled, by mode (cold, hot).",
-		}, []string{"mode"})),
-		passes: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		}, []string{"mode"}),
+		passes: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_closer_passes_total",
 			Help: "Close passes run (one cold batch and one hot batch each).",
-		})),
-		duration: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		}),
+		duration: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "bidgate_closer_pass_duration_seconds",
 			Help:    "Duration of one close pass.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2},
-		})),
-		extensions: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		}),
+		extensions: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_closer_extensions_total",
 			Help: "Hot auctions due by PostgreSQL whose end Redis had moved later.",
-		})),
-		errors: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		}),
+		errors: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "bidgate_closer_errors_total",
 			Help: "Failed close batches, by stage (cold, hot, announce).",
-		}, []string{"stage"})),
-		waiting: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		}, []string{"stage"}),
+		waiting: f.NewGauge(prometheus.GaugeOpts{
 			Name: "bidgate_closer_unsettled_hot_auctions",
 			Help: "Hot auctions ended in Redis that the last pass could not settle because bids were missing from PostgreSQL (alert when above 0 for long).",
-		})),
-		persistedAtClose: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		}),
+		persistedAtClose: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_closer_persisted_bids_total",
 			Help: "Hot bids the closer wrote to PostgreSQL from the Redis log before settling (Kafka had not delivered them).",
-		})),
+		}),
 	}
-}
-
-// register registers c on reg, or returns the collector already registered
-// under the same description: several Closers (or relays) in one process
-// share their metrics instead of panicking. A nil reg leaves c unregistered.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if reg == nil {
-		return c
-	}
-	if err := reg.Register(c); err != nil {
-		var dup prometheus.AlreadyRegisteredError
-		if errors.As(err, &dup) {
-			if existing, ok := dup.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(fmt.Sprintf("register closer metrics: %v", err))
-	}
-	return c
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"bidgate/persist"
 	pkafka "bidgate/persist/kafka"
 )
 
@@ -110,7 +111,7 @@ func TestOutboxRelayToKafka(t *testing.T) {
 	defer w.Close()
 	reg := prometheus.NewRegistry()
 	secret := []byte("cluster secret of the test")
-	relay := NewOutboxRelay(e.db, w, OutboxConfig{BatchSize: 40, Secret: secret}, reg)
+	relay := persist.NewOutboxRelay(e.db, w, persist.OutboxConfig{BatchSize: 40, Secret: secret}, reg)
 	var batches []int
 	for {
 		published, err := relay.PublishPending(ctx)
@@ -177,7 +178,7 @@ func TestOutboxRelayKafkaFailures(t *testing.T) {
 			w.MaxAttempts = 1
 			defer w.Close()
 			reg := prometheus.NewRegistry()
-			relay := NewOutboxRelay(db, w, OutboxConfig{MinBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond, Log: quiet}, reg)
+			relay := persist.NewOutboxRelay(db, w, persist.OutboxConfig{MinBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond, Log: quiet}, reg)
 			failures := func() float64 { return metricValue(t, reg, "bidgate_outbox_publish_failures_total", "cause", "kafka") }
 			if tc.viaRun {
 				runCtx, stop := context.WithCancel(ctx)
@@ -239,7 +240,7 @@ func TestOutboxRelayBrokerDown(t *testing.T) {
 	w.MaxAttempts = 1
 	defer w.Close()
 	reg := prometheus.NewRegistry()
-	relay := NewOutboxRelay(db, w, OutboxConfig{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Log: quiet}, reg)
+	relay := persist.NewOutboxRelay(db, w, persist.OutboxConfig{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Log: quiet}, reg)
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
@@ -277,7 +278,7 @@ func TestTwoOutboxRelays(t *testing.T) {
 	for _, reg := range regs {
 		w := pkafka.NewWriter(broker.Addrs(), pkafka.TopicAuctionClosed, pkafka.Security{})
 		defer w.Close()
-		relay := NewOutboxRelay(db, w, OutboxConfig{BatchSize: 25}, reg)
+		relay := persist.NewOutboxRelay(db, w, persist.OutboxConfig{BatchSize: 25}, reg)
 		wg.Go(func() {
 			if err := relay.Run(runCtx); err != nil {
 				t.Error(err)
@@ -309,7 +310,7 @@ func TestOutboxRelayWakesOnNotify(t *testing.T) {
 	broker := startBroker(t, 0)
 	w := pkafka.NewWriter(broker.Addrs(), pkafka.TopicAuctionClosed, pkafka.Security{})
 	defer w.Close()
-	relay := NewOutboxRelay(e.db, w, OutboxConfig{PollInterval: time.Hour}, nil)
+	relay := persist.NewOutboxRelay(e.db, w, persist.OutboxConfig{PollInterval: time.Hour}, nil)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- relay.Run(runCtx) }()

@@ -28,6 +28,7 @@ import (
 	"bidgate"
 	"bidgate/persist/pgtest"
 	"bidgate/problem"
+	"bidgate/persist/redisstore"
 	"bidgate/shard"
 )
 
@@ -362,15 +363,11 @@ func publishClosed(tb testing.TB, rdb redis.UniversalClient, svc *shard.Service,
 		tb.Fatal(err)
 	}
 	a.Status = bidgate.StatusClosed
-	u := bidgate.NewStateUpdate(a)
-	b, err := json.Marshal(u)
-	if err != nil {
+	u := redisstore.UpdateOf(a, time.Time{})
+	if err := redisstore.New(rdb).Publish(bg, u); err != nil {
 		tb.Fatal(err)
 	}
-	if err := rdb.Publish(bg, bidgate.UpdatesChannel(id), b).Err(); err != nil {
-		tb.Fatal(err)
-	}
-	return u
+	return u.StateUpdate()
 }
 
 // flush is one flush of a room, as the server stamped it.

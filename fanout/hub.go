@@ -11,7 +11,6 @@ package fanout
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +23,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"bidgate"
+	"bidgate/persist/redisstore"
 )
 
 // Config tunes a Hub. Zero values take the defaults.
@@ -42,21 +42,26 @@ type Config struct {
 	Log         *slog.Logger // default slog.Default()
 }
 
+// DefaultConfig holds the defaults: the values NewHub gives zero fields and
+// the command line's flag defaults.
+func DefaultConfig() Config {
+	return Config{Interval: 150 * time.Millisecond, PingInterval: 20 * time.Second, WriteTimeout: 5 * time.Second,
+		SlowTimeout: 5 * time.Second, MaxViewers: 20000, MaxViewersPerAddr: 256}
+}
+
 func (c *Config) setDefaults() {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
+	d := DefaultConfig()
+	for _, f := range []struct{ v, d *time.Duration }{{&c.Interval, &d.Interval},
+		{&c.PingInterval, &d.PingInterval}, {&c.WriteTimeout, &d.WriteTimeout}, {&c.SlowTimeout, &d.SlowTimeout}} {
+		if *f.v <= 0 {
+			*f.v = *f.d
 		}
 	}
-	def(&c.Interval, 150*time.Millisecond)
-	def(&c.PingInterval, 20*time.Second)
-	def(&c.WriteTimeout, 5*time.Second)
-	def(&c.SlowTimeout, 5*time.Second)
 	if c.MaxViewers <= 0 {
-		c.MaxViewers = 20000
+		c.MaxViewers = d.MaxViewers
 	}
 	if c.MaxViewersPerAddr <= 0 {
-		c.MaxViewersPerAddr = 256
+		c.MaxViewersPerAddr = d.MaxViewersPerAddr
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
@@ -222,12 +227,12 @@ func (h *Hub) dispatch(msg any) {
 		if r == nil {
 			return // published before our UNSUBSCRIBE took effect
 		}
-		var u bidgate.StateUpdate
-		if err := json.Unmarshal([]byte(m.Payload), &u); err != nil || u.AuctionID != r.id {
+		u, err := redisstore.ParseUpdate(m.Payload)
+		if err != nil || u.AuctionID != r.id {
 			h.log.Warn("fanout: ignore malformed state", "channel", m.Channel, "err", err)
 			return
 		}
-		r.update(u)
+		r.update(u.StateUpdate())
 	}
 }
 
@@ -255,7 +260,7 @@ func (h *Hub) refresh(r *room) {
 // so that a snapshot read afterwards misses no later state. Every join is
 // paired with a leave.
 func (h *Hub) join(ctx context.Context, id int64) (*room, error) {
-	channel := bidgate.UpdatesChannel(id)
+	channel := redisstore.Channel(id)
 	h.subMu.Lock()
 	h.mu.Lock()
 	r := h.rooms[channel]

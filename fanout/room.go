@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"bidgate"
+	"bidgate/persist/redisstore"
 )
 
 // defaultEndGrace is how long past its end an auction's room waits for the
@@ -45,7 +46,7 @@ type room struct {
 }
 
 func newRoom(h *Hub, id int64) *room {
-	return &room{hub: h, id: id, channel: bidgate.UpdatesChannel(id),
+	return &room{hub: h, id: id, channel: redisstore.Channel(id),
 		ready: make(chan struct{}), viewers: make(map[*viewer]struct{})}
 }
 

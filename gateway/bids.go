@@ -74,8 +74,8 @@ func parseBid(ctx *fasthttp.RequestCtx, bidder int64) (bidgate.BidRequest, error
 	if !body.Amount.Set {
 		return bidgate.BidRequest{}, bidgate.InvalidInput("invalid_amount", "amount is required")
 	}
-	r := bidgate.BidRequest{AuctionID: auctionID, BidderID: bidder, Amount: body.Amount.Decimal, RequestID: key}
-	return r, r.Validate()
+	// The shard validates the request (PlaceBid), wherever it is placed.
+	return bidgate.BidRequest{AuctionID: auctionID, BidderID: bidder, Amount: body.Amount.Decimal, RequestID: key}, nil
 }
 
 // placeClientBid serves POST /auctions/{id}/bids: the bidder is the

@@ -81,36 +81,31 @@ type Viewers interface {
 	ServeWS(ctx *fasthttp.RequestCtx, auctionID int64)
 }
 
+// DefaultConfig holds the defaults: the values NewServer gives zero fields
+// and the command line's flag defaults.
+func DefaultConfig() Config {
+	return Config{MaxBodyBytes: 64 << 10, RequestTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second, ForwardTimeout: 2 * time.Second,
+		MaxConns: 10000, MaxConnsPerIP: 1024, AuthFailureRate: 20, AuthFailureBurst: 40}
+}
+
 func (c *Config) setDefaults() {
-	if c.MaxBodyBytes <= 0 {
-		c.MaxBodyBytes = 64 << 10
+	d := DefaultConfig()
+	for _, f := range []struct{ v, d *time.Duration }{{&c.RequestTimeout, &d.RequestTimeout},
+		{&c.ReadTimeout, &d.ReadTimeout}, {&c.WriteTimeout, &d.WriteTimeout}, {&c.IdleTimeout, &d.IdleTimeout},
+		{&c.ForwardTimeout, &d.ForwardTimeout}} {
+		if *f.v <= 0 {
+			*f.v = *f.d
+		}
 	}
-	if c.RequestTimeout <= 0 {
-		c.RequestTimeout = 5 * time.Second
-	}
-	if c.ReadTimeout <= 0 {
-		c.ReadTimeout = 10 * time.Second
-	}
-	if c.WriteTimeout <= 0 {
-		c.WriteTimeout = 10 * time.Second
-	}
-	if c.IdleTimeout <= 0 {
-		c.IdleTimeout = 60 * time.Second
-	}
-	if c.ForwardTimeout <= 0 {
-		c.ForwardTimeout = 2 * time.Second
-	}
-	if c.MaxConns <= 0 {
-		c.MaxConns = 10000
-	}
-	if c.MaxConnsPerIP <= 0 {
-		c.MaxConnsPerIP = 1024
+	for _, f := range []struct{ v, d *int }{{&c.MaxBodyBytes, &d.MaxBodyBytes}, {&c.MaxConns, &d.MaxConns},
+		{&c.MaxConnsPerIP, &d.MaxConnsPerIP}, {&c.AuthFailureBurst, &d.AuthFailureBurst}} {
+		if *f.v <= 0 {
+			*f.v = *f.d
+		}
 	}
 	if c.AuthFailureRate <= 0 {
-		c.AuthFailureRate = 20
-	}
-	if c.AuthFailureBurst <= 0 {
-		c.AuthFailureBurst = 40
+		c.AuthFailureRate = d.AuthFailureRate
 	}
 }
 

@@ -13,19 +13,16 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/time/rate"
 
 	"bidgate"
 	pkafka "bidgate/persist/kafka"
+	"bidgate/persist/pgstore"
+	"bidgate/persist/redisstore"
 	"bidgate/retry"
-)
-
-var (
-	//go:embed lua/set_max_seq.lua
-	setMaxSeqLua    string
-	setMaxSeqScript = redis.NewScript(setMaxSeqLua)
 )
 
 // Reader is the part of a Kafka consumer-group reader the persister uses;
@@ -55,7 +52,7 @@ type PersisterConfig struct {
 // Reconciler finds missing and writes from the Redis log.
 type Persister struct {
 	db      *pgxpool.Pool
-	rdb     redis.UniversalClient
+	rdb     *redisstore.Store
 	r       Reader
 	cfg     PersisterConfig
 	metrics *persisterMetrics
@@ -79,7 +76,7 @@ func NewPersister(db *pgxpool.Pool, rdb redis.UniversalClient, r Reader, cfg Per
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Persister{db: db, rdb: rdb, r: r, cfg: cfg, metrics: newPersisterMetrics(reg),
+	return &Persister{db: db, rdb: redisstore.New(rdb), r: r, cfg: cfg, metrics: newPersisterMetrics(reg),
 		rejectLog: rate.Sometimes{Interval: 10 * time.Second}}
 }
 
@@ -177,7 +174,7 @@ func (p *Persister) persist(ctx context.Context, msgs []kafka.Message) error {
 		var b bidgate.BidAccepted
 		err := json.Unmarshal(m.Value, &b)
 		if err == nil {
-			err = (&bidColumns{}).add(b)
+			err = b.Validate()
 		}
 		if err == nil && string(m.Key) != strconv.FormatInt(b.AuctionID, 10) {
 			err = errors.New("key is not the bid's auction")
@@ -193,13 +190,13 @@ func (p *Persister) persist(ctx context.Context, msgs []kafka.Message) error {
 	}
 	var positions map[int64]int64
 	err := pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) (err error) {
-		positions, _, err = WriteHotBids(ctx, tx, bids)
+		positions, _, err = pgstore.WriteHotBids(ctx, tx, bids)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	if err := recordPersisted(ctx, p.rdb, positions); err != nil {
+	if err := p.recordPersisted(ctx, positions); err != nil {
 		// Only re-feeding and trimming wait on this; the reconciler records
 		// the positions again.
 		p.cfg.Log.Warn("recording persisted positions in Redis failed", "auctions", len(positions), "err", err)
@@ -220,17 +217,13 @@ func (p *Persister) reject(reason string, m kafka.Message, err error) {
 }
 
 // recordPersisted raises each auction's persisted position in Redis to what
-// PostgreSQL holds, in one round trip.
-func recordPersisted(ctx context.Context, rdb redis.UniversalClient, positions map[int64]int64) error {
-	if len(positions) == 0 {
-		return nil
-	}
-	pipe := rdb.Pipeline()
+// PostgreSQL holds.
+func (p *Persister) recordPersisted(ctx context.Context, positions map[int64]int64) error {
+	recs := make([]redisstore.Persisted, 0, len(positions))
 	for id, pos := range positions {
-		setMaxSeqScript.Eval(ctx, pipe, []string{KeysOf(id).Persisted}, pos)
+		recs = append(recs, redisstore.Persisted{AuctionID: id, Seq: pos})
 	}
-	_, err := pipe.Exec(ctx)
-	return err
+	return p.rdb.RecordPersisted(ctx, recs)
 }
 
 type persisterMetrics struct {
@@ -241,21 +234,21 @@ type persisterMetrics struct {
 }
 
 func newPersisterMetrics(reg prometheus.Registerer) *persisterMetrics {
+	f := promauto.With(reg)
 	m := &persisterMetrics{
-		persisted: prometheus.NewCounter(prometheus.CounterOpts{
+		persisted: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_persister_bids_total", Help: "Hot bids written to PostgreSQL (duplicates skipped by the unique key included)."}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+		rejected: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "bidgate_persister_rejected_messages_total", Help: "bid-accepted messages dropped unwritten, by reason: signature (not signed with the cluster secret) or malformed."}, []string{"reason"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+		errors: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "bidgate_persister_errors_total", Help: "Persister failures, retried, by the dependency that failed (kafka, postgres)."},
 			[]string{"dependency"}),
-		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+		batchSize: f.NewHistogram(prometheus.HistogramOpts{
 			Name: "bidgate_persister_batch_size", Help: "Messages per persister transaction.",
 			Buckets: []float64{1, 10, 50, 100, 250, 500, 1000, 2000}}),
-		batchDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+		batchDuration: f.NewHistogram(prometheus.HistogramOpts{
 			Name: "bidgate_persister_batch_duration_seconds", Help: "Time to write one batch to PostgreSQL.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 12)}),
 	}
-	reg.MustRegister(m.persisted, m.rejected, m.errors, m.batchSize, m.batchDuration)
 	return m
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
+	"bidgate/persist/redisstore"
 	"bidgate/persist"
 	"bidgate/persist/kafka"
 	"bidgate/persist/pgtest"
@@ -305,7 +306,7 @@ func (p *pipeline) waitForTotal(n int) {
 // entry of the auction's log.
 func (p *pipeline) waitRelayed(auction int64) {
 	p.t.Helper()
-	k := persist.KeysOf(auction)
+	k := redisstore.KeysOf(auction)
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		last, err := p.rdb.XRevRangeN(context.Background(), k.Log, "+", "-", 1).Result()

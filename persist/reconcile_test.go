@@ -14,6 +14,8 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
+	"bidgate/persist/pgstore"
+	"bidgate/persist/redisstore"
 	"bidgate/persist"
 	"bidgate/persist/kafka"
 )
@@ -41,7 +43,7 @@ func TestPersistedPositionIsContiguous(t *testing.T) {
 		}
 		var got map[int64]int64
 		err := pgx.BeginFunc(context.Background(), p.db, func(tx pgx.Tx) (err error) {
-			got, _, err = persist.WriteHotBids(context.Background(), tx, bids)
+			got, _, err = pgstore.WriteHotBids(context.Background(), tx, bids)
 			return err
 		})
 		if err != nil {
@@ -104,7 +106,7 @@ func TestReconcilerRepairsWhatKafkaLost(t *testing.T) {
 	if res.Unpersisted != 0 || res.Repaired != 0 || res.Oldest != 0 {
 		t.Fatalf("second pass: %+v, want nothing to do", res)
 	}
-	if n := p.rdb.XLen(context.Background(), persist.KeysOf(a.ID).Log).Val(); n != 0 {
+	if n := p.rdb.XLen(context.Background(), redisstore.KeysOf(a.ID).Log).Val(); n != 0 {
 		t.Fatalf("the log still holds %d persisted entries", n)
 	}
 	if v := metric(t, reg, "bidgate_unpersisted_bids"); v != 0 {
@@ -118,7 +120,7 @@ func TestReconcilerReportsLostBids(t *testing.T) {
 	p := newPipeline(t)
 	a := p.hotAuction()
 	accepted := p.bid(a.ID, 50, 100)
-	k := persist.KeysOf(a.ID)
+	k := redisstore.KeysOf(a.ID)
 	first, err := p.rdb.XRangeN(context.Background(), k.Log, "-", "+", 3).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -210,7 +212,7 @@ func TestPersisterDropsForgedMessages(t *testing.T) {
 	if err := p.db.QueryRow(context.Background(), `SELECT count(*) FROM bid WHERE bidder_id = 666`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d forged bids written (%v)", n, err)
 	}
-	got, err := (&persist.Store{DB: p.db}).Auction(context.Background(), cold.ID)
+	got, err := (&pgstore.Store{DB: p.db}).Auction(context.Background(), cold.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package persist
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -11,14 +10,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/redis/go-redis/v9"
 
 	"bidgate"
+	"bidgate/persist/pgstore"
+	"bidgate/persist/redisstore"
 	"bidgate/retry"
 )
-
-//go:embed sql/hot_positions.sql
-var hotPositionsSQL string
 
 // ReconcilerConfig tunes a Reconciler. Zero values take the defaults.
 type ReconcilerConfig struct {
@@ -45,7 +44,8 @@ type ReconcilerConfig struct {
 // which skips bids already there and serializes per auction.
 type Reconciler struct {
 	db      *pgxpool.Pool
-	rdb     redis.UniversalClient
+	store   *pgstore.Store
+	rdb     *redisstore.Store
 	cfg     ReconcilerConfig
 	metrics *reconcilerMetrics
 }
@@ -67,7 +67,7 @@ func NewReconciler(db *pgxpool.Pool, rdb redis.UniversalClient, cfg ReconcilerCo
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Reconciler{db: db, rdb: rdb, cfg: cfg, metrics: newReconcilerMetrics(reg)}
+	return &Reconciler{db: db, store: &pgstore.Store{DB: db}, rdb: redisstore.New(rdb), cfg: cfg, metrics: newReconcilerMetrics(reg)}
 }
 
 // Run reconciles until ctx ends, then returns nil; failures back off and
@@ -99,27 +99,23 @@ type logHead struct {
 	id        int64
 	persisted int64  // PostgreSQL's position
 	seq       int64  // Redis's: bids accepted
-	first     string // id of the first log entry past persisted; "" if not read
+	first     redisstore.StreamID // the first log entry past persisted; zero if not read
 	firstSeq  int64
-	firstUs   int64  // its acceptance time
-	trimTo    string // log entries before this id are persisted
-	trimAll   bool   // every entry read was persisted: more may follow
+	firstUs   int64               // its acceptance time
+	trimTo    redisstore.StreamID // log entries before this id are persisted
+	trimAll   bool                // every entry read was persisted: more may follow
 }
 
 // ReconcileOnce does one pass.
 func (r *Reconciler) ReconcileOnce(ctx context.Context) (Reconciliation, error) {
 	var res Reconciliation
-	rows, err := r.db.Query(ctx, hotPositionsSQL, int64(r.cfg.Linger/time.Second))
+	positions, err := r.store.HotPositions(ctx, r.cfg.Linger)
 	if err != nil {
-		return res, fmt.Errorf("list hot auctions: %w", err)
+		return res, err
 	}
-	var heads []*logHead
-	var id, pos int64
-	if _, err := pgx.ForEachRow(rows, []any{&id, &pos}, func() error {
-		heads = append(heads, &logHead{id: id, persisted: pos})
-		return nil
-	}); err != nil {
-		return res, fmt.Errorf("list hot auctions: %w", err)
+	heads := make([]*logHead, len(positions))
+	for i, p := range positions {
+		heads[i] = &logHead{id: p.AuctionID, persisted: p.Seq}
 	}
 	res.Auctions = len(heads)
 	if len(heads) == 0 {
@@ -140,7 +136,7 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (Reconciliation, error) 
 		}
 		res.Unpersisted += h.seq - h.persisted
 		switch {
-		case h.first == "":
+		case h.first == (redisstore.StreamID{}):
 			continue // the next pass reads further
 		case h.firstSeq > h.persisted+1:
 			res.Missing += h.firstSeq - h.persisted - 1
@@ -170,49 +166,35 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (Reconciliation, error) 
 // log (up to cfg.Batch entries), in one round trip; it returns Redis's time
 // in microseconds.
 func (r *Reconciler) look(ctx context.Context, heads []*logHead) (int64, error) {
-	headEntries := int64(r.cfg.Batch)
-	pipe := r.rdb.Pipeline()
-	clock := pipe.Time(ctx)
-	seqs := make([]*redis.StringCmd, len(heads))
-	logs := make([]*redis.XMessageSliceCmd, len(heads))
+	ids := make([]int64, len(heads))
 	for i, h := range heads {
-		k := KeysOf(h.id)
-		seqs[i] = pipe.HGet(ctx, k.State, "seq")
-		logs[i] = pipe.XRangeN(ctx, k.Log, "-", "+", headEntries)
+		ids[i] = h.id
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return 0, fmt.Errorf("read bid logs: %w", err)
+	now, found, err := r.rdb.Heads(ctx, ids, r.cfg.Batch)
+	if err != nil {
+		return 0, err
 	}
 	for i, h := range heads {
-		seq, err := seqs[i].Int64()
-		if errors.Is(err, redis.Nil) {
+		if !found[i].Found {
 			continue // no state in Redis: no hot bid to miss
 		}
-		if err != nil {
-			return 0, fmt.Errorf("auction %d: seq: %w", h.id, err)
-		}
-		h.seq = seq
-		entries := logs[i].Val()
-		h.trimAll = len(entries) == int(headEntries)
-		for _, e := range entries {
-			b, err := LogBid(h.id, e)
+		h.seq = found[i].Seq
+		h.trimAll = len(found[i].Entries) == r.cfg.Batch
+		for _, b := range found[i].Entries {
+			sid, err := redisstore.ParseStreamID(b.StreamID)
 			if err != nil {
-				return 0, err
+				return 0, fmt.Errorf("auction %d: %w", h.id, err)
 			}
 			if b.Seq <= h.persisted {
-				sid, err := parseStreamID(e.ID)
-				if err != nil {
-					return 0, fmt.Errorf("auction %d: %w", h.id, err)
-				}
-				h.trimTo = streamID{sid.ms, sid.seq + 1}.String()
+				h.trimTo = sid.Next()
 				continue
 			}
-			h.first, h.firstSeq, h.firstUs = e.ID, b.Seq, b.AcceptedAt.UnixMicro()
+			h.first, h.firstSeq, h.firstUs = sid, b.Seq, b.AcceptedAt.UnixMicro()
 			h.trimAll = false
 			break
 		}
 	}
-	return clock.Val().UnixMicro(), nil
+	return now, nil
 }
 
 // repair writes the unpersisted bids of the due auctions from their logs,
@@ -221,38 +203,31 @@ func (r *Reconciler) look(ctx context.Context, heads []*logHead) (int64, error) 
 func (r *Reconciler) repair(ctx context.Context, due []*logHead) (int64, error) {
 	var repaired int64
 	for len(due) > 0 {
-		pipe := r.rdb.Pipeline()
-		ranges := make([]*redis.XMessageSliceCmd, len(due))
+		ranges := make([]redisstore.LogRange, len(due))
 		for i, h := range due {
-			ranges[i] = pipe.XRangeN(ctx, KeysOf(h.id).Log, h.first, "+", int64(r.cfg.Batch))
+			ranges[i] = redisstore.LogRange{AuctionID: h.id, From: h.first}
 		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return repaired, fmt.Errorf("read bid logs: %w", err)
+		logs, err := r.rdb.ReadLogs(ctx, ranges, r.cfg.Batch)
+		if err != nil {
+			return repaired, err
 		}
 		var bids []bidgate.BidAccepted
 		var more []*logHead
 		for i, h := range due {
-			entries := ranges[i].Val()
-			for _, e := range entries {
-				b, err := LogBid(h.id, e)
-				if err != nil {
-					return repaired, err
-				}
-				bids = append(bids, b)
-			}
-			if len(entries) == r.cfg.Batch {
-				last, err := parseStreamID(entries[len(entries)-1].ID)
+			bids = append(bids, logs[i]...)
+			if n := len(logs[i]); n == r.cfg.Batch {
+				last, err := redisstore.ParseStreamID(logs[i][n-1].StreamID)
 				if err != nil {
 					return repaired, fmt.Errorf("auction %d: %w", h.id, err)
 				}
-				h.first = streamID{last.ms, last.seq + 1}.String()
+				h.first = last.Next()
 				more = append(more, h)
 			}
 		}
 		var positions map[int64]int64
 		var inserted int64
-		err := pgx.BeginFunc(ctx, r.db, func(tx pgx.Tx) (err error) {
-			positions, inserted, err = WriteHotBids(ctx, tx, bids)
+		err = pgx.BeginFunc(ctx, r.db, func(tx pgx.Tx) (err error) {
+			positions, inserted, err = pgstore.WriteHotBids(ctx, tx, bids)
 			return err
 		})
 		if err != nil {
@@ -275,24 +250,15 @@ func (r *Reconciler) repair(ctx context.Context, due []*logHead) (int64, error) 
 }
 
 // record publishes the persisted positions for the relay and trims each log
-// up to its position, in one round trip. Both only ever drop what
-// PostgreSQL holds, so a position read a moment ago is safe to use.
+// up to its position.
 func (r *Reconciler) record(ctx context.Context, heads []*logHead) error {
-	pipe := r.rdb.Pipeline()
+	var positions []redisstore.Persisted
 	for _, h := range heads {
-		if h.persisted == 0 {
-			continue
-		}
-		k := KeysOf(h.id)
-		setMaxSeqScript.Eval(ctx, pipe, []string{k.Persisted}, h.persisted)
-		if h.trimTo != "" {
-			pipe.XTrimMinID(ctx, k.Log, h.trimTo)
+		if h.persisted > 0 {
+			positions = append(positions, redisstore.Persisted{AuctionID: h.id, Seq: h.persisted, TrimTo: h.trimTo})
 		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("record persisted positions: %w", err)
-	}
-	return nil
+	return r.rdb.RecordPersisted(ctx, positions)
 }
 
 type reconcilerMetrics struct {
@@ -301,19 +267,19 @@ type reconcilerMetrics struct {
 }
 
 func newReconcilerMetrics(reg prometheus.Registerer) *reconcilerMetrics {
+	f := promauto.With(reg)
 	m := &reconcilerMetrics{
-		unpersisted: prometheus.NewGauge(prometheus.GaugeOpts{
+		unpersisted: f.NewGauge(prometheus.GaugeOpts{
 			Name: "bidgate_unpersisted_bids", Help: "Hot bids accepted in Redis and not yet in PostgreSQL, over all hot auctions (every reconciler reports the whole; alert on max)."}),
-		oldest: prometheus.NewGauge(prometheus.GaugeOpts{
+		oldest: f.NewGauge(prometheus.GaugeOpts{
 			Name: "bidgate_unpersisted_oldest_seconds", Help: "Age, in Redis time, of the oldest hot bid not yet in PostgreSQL."}),
-		missing: prometheus.NewGauge(prometheus.GaugeOpts{
+		missing: f.NewGauge(prometheus.GaugeOpts{
 			Name: "bidgate_unpersisted_lost_bids", Help: "Accepted hot bids neither in PostgreSQL nor in the Redis log any more: lost (should always be 0)."}),
-		repaired: prometheus.NewCounter(prometheus.CounterOpts{
+		repaired: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_reconciler_repaired_bids_total", Help: "Hot bids the reconciler wrote to PostgreSQL from the Redis logs (Kafka lost or delayed them)."}),
-		errors: prometheus.NewCounter(prometheus.CounterOpts{
+		errors: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_reconciler_errors_total", Help: "Reconciler passes that failed (Redis or PostgreSQL)."}),
 	}
-	reg.MustRegister(m.unpersisted, m.oldest, m.missing, m.repaired, m.errors)
 	return m
 }
 

@@ -4,29 +4,22 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
 	"bidgate"
 	pkafka "bidgate/persist/kafka"
+	"bidgate/persist/pgstore"
+	"bidgate/persist/redisstore"
 	"bidgate/retry"
-)
-
-var (
-	//go:embed lua/set_max_id.lua
-	setMaxIDLua    string
-	setMaxIDScript = redis.NewScript(setMaxIDLua)
-	//go:embed sql/hot_auctions.sql
-	hotAuctionsSQL string
 )
 
 // Writer is the part of a Kafka writer the relays use; *kafka.Writer is one.
@@ -70,8 +63,8 @@ type RelayConfig struct {
 // still behind the log for longer than RelayConfig.Refeed, the relay
 // produces again from it.
 type Relay struct {
-	db      Querier
-	rdb     redis.UniversalClient
+	db      *pgstore.Store
+	rdb     *redisstore.Store
 	w       Writer
 	cfg     RelayConfig
 	metrics *relayMetrics
@@ -95,7 +88,7 @@ type stall struct {
 
 // NewRelay returns a Relay that follows the hot auctions db lists, producing
 // with w, metrics on reg.
-func NewRelay(db Querier, rdb redis.UniversalClient, w Writer, cfg RelayConfig, reg prometheus.Registerer) *Relay {
+func NewRelay(db pgstore.Querier, rdb redis.UniversalClient, w Writer, cfg RelayConfig, reg prometheus.Registerer) *Relay {
 	if cfg.Interval <= 0 {
 		cfg.Interval = 20 * time.Millisecond
 	}
@@ -114,7 +107,7 @@ func NewRelay(db Querier, rdb redis.UniversalClient, w Writer, cfg RelayConfig, 
 	if cfg.Refresh <= 0 {
 		cfg.Refresh = time.Second
 	}
-	return &Relay{db: db, rdb: rdb, w: w, cfg: cfg, metrics: newRelayMetrics(reg),
+	return &Relay{db: &pgstore.Store{DB: db}, rdb: redisstore.New(rdb), w: w, cfg: cfg, metrics: newRelayMetrics(reg),
 		wake: make(chan struct{}, 1), stalled: make(map[int64]stall), hot: make(map[int64]bool)}
 }
 
@@ -172,7 +165,7 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 	maxLag := 0.0
 	for _, v := range views {
 		maxLag = max(maxLag, v.lag)
-		if v.relayed.before(v.last) {
+		if v.Relayed.Before(v.Last) {
 			due = append(due, v)
 		}
 	}
@@ -181,23 +174,19 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 
-	pipe := r.rdb.Pipeline()
-	ranges := make([]*redis.XMessageSliceCmd, len(due))
+	ranges := make([]redisstore.LogRange, len(due))
 	for i, v := range due {
-		ranges[i] = pipe.XRangeN(ctx, KeysOf(v.id).Log, "("+v.relayed.String(), "+", int64(r.cfg.Batch))
+		ranges[i] = redisstore.LogRange{AuctionID: v.id, From: v.Relayed.Next()}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, fmt.Errorf("read logs: %w", err)
+	logs, err := r.rdb.ReadLogs(ctx, ranges, r.cfg.Batch)
+	if err != nil {
+		return 0, err
 	}
 	var msgs []kafka.Message
+	var advance []redisstore.Relayed
 	for i, v := range due {
-		entries := ranges[i].Val()
-		for _, e := range entries {
-			b, err := LogBid(v.id, e)
-			if err != nil {
-				return 0, err
-			}
-			if b.Seq <= v.persisted {
+		for _, b := range logs[i] {
+			if b.Seq <= v.Persisted {
 				continue // already in PostgreSQL
 			}
 			m, err := bidMessage(b, r.cfg.Secret)
@@ -206,8 +195,12 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 			}
 			msgs = append(msgs, m)
 		}
-		if len(entries) > 0 {
-			v.next = entries[len(entries)-1].ID
+		if n := len(logs[i]); n > 0 {
+			to, err := redisstore.ParseStreamID(logs[i][n-1].StreamID)
+			if err != nil {
+				return 0, fmt.Errorf("auction %d: %w", v.id, err)
+			}
+			advance = append(advance, redisstore.Relayed{AuctionID: v.id, To: to})
 		}
 	}
 	if len(msgs) > 0 {
@@ -222,15 +215,8 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 			}
 		}
 	}
-
-	pipe = r.rdb.Pipeline()
-	for _, v := range due {
-		if v.next != "" {
-			setMaxIDScript.Eval(ctx, pipe, []string{KeysOf(v.id).Relayed}, v.next)
-		}
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return len(msgs), fmt.Errorf("advance relayed cursors: %w", err)
+	if err := r.rdb.AdvanceRelayed(ctx, advance); err != nil {
+		return len(msgs), err
 	}
 	r.metrics.relayed.Add(float64(len(msgs)))
 	return len(msgs), nil
@@ -243,13 +229,9 @@ func (r *Relay) hotAuctions(ctx context.Context) ([]int64, error) {
 	stale := time.Since(r.refreshed) >= r.cfg.Refresh
 	r.mu.Unlock()
 	if stale {
-		rows, err := r.db.Query(ctx, hotAuctionsSQL, int64(r.cfg.Linger/time.Second))
+		ids, err := r.db.HotAuctions(ctx, r.cfg.Linger)
 		if err != nil {
-			return nil, fmt.Errorf("list hot auctions: %w", err)
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return nil, fmt.Errorf("list hot auctions: %w", err)
+			return nil, err
 		}
 		fresh := make(map[int64]bool, len(ids))
 		for _, id := range ids {
@@ -270,72 +252,42 @@ func (r *Relay) hotAuctions(ctx context.Context) ([]int64, error) {
 
 // logView is what the relay knows of one auction's log.
 type logView struct {
-	id            int64
-	relayed, last streamID
-	lastSeq       int64   // seq of the newest entry
-	persisted     int64   // every bid up to this seq is in PostgreSQL
-	lag           float64 // seconds, in Redis time, from the cursor to the newest entry
-	next          string  // cursor after this pass
+	redisstore.Cursor
+	id  int64
+	lag float64 // seconds, in Redis time, from the cursor to the newest entry
 }
 
 // look reads every auction's cursor, persisted position and newest entry in
 // one round trip, and decides which auctions to re-feed.
 func (r *Relay) look(ctx context.Context, ids []int64) ([]*logView, error) {
-	type cmds struct {
-		relayed, persisted *redis.StringCmd
-		last               *redis.XMessageSliceCmd
+	cursors, err := r.rdb.Cursors(ctx, ids)
+	if err != nil {
+		return nil, err
 	}
-	pipe := r.rdb.Pipeline()
-	cs := make([]cmds, len(ids))
-	for i, id := range ids {
-		k := KeysOf(id)
-		cs[i] = cmds{relayed: pipe.Get(ctx, k.Relayed), persisted: pipe.Get(ctx, k.Persisted),
-			last: pipe.XRevRangeN(ctx, k.Log, "+", "-", 1)}
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("read relay cursors: %w", err)
-	}
-	var refeed []*logView
+	var refeed []int64
 	views := make([]*logView, len(ids))
 	for i, id := range ids {
-		v := &logView{id: id, persisted: persistedPosition(cs[i].persisted)}
-		var err error
-		if v.relayed, err = cursor(cs[i].relayed); err != nil {
-			return nil, fmt.Errorf("auction %d: %w", id, err)
-		}
-		if entries := cs[i].last.Val(); len(entries) == 1 {
-			last, err := LogBid(id, entries[0])
-			if err != nil {
-				return nil, err
-			}
-			if v.last, err = parseStreamID(last.StreamID); err != nil {
-				return nil, fmt.Errorf("auction %d: %w", id, err)
-			}
-			v.lastSeq = last.Seq
-		}
-		if v.relayed.before(v.last) {
-			v.lag = float64(v.last.ms-v.relayed.ms) / 1000
+		v := &logView{Cursor: cursors[i], id: id}
+		if v.Relayed.Before(v.Last) {
+			v.lag = float64(v.Last.Ms()-v.Relayed.Ms()) / 1000
 		}
 		if r.stalledTooLong(v) {
-			refeed = append(refeed, v)
+			// The relayed cursor must move back, which AdvanceRelayed
+			// never does: drop it, and this pass reads the log from its
+			// start (trimmed up to about the persisted position),
+			// skipping what is persisted.
+			refeed = append(refeed, id)
+			v.Relayed = redisstore.StreamID{}
+			r.metrics.refeeds.Inc()
+			r.metrics.refeedBids.Add(float64(v.LastSeq - v.Persisted))
+			r.cfg.Log.Warn("PostgreSQL lags the bid log: producing again from the persisted position",
+				"auction", v.id, "persisted_seq", v.Persisted, "log_seq", v.LastSeq, "stalled_for", r.cfg.Refeed)
 		}
 		views[i] = v
 	}
 	if len(refeed) > 0 {
-		// The relayed cursor must move back, which set_max_id.lua never
-		// does: drop it, and this pass reads the log from its start (trimmed
-		// up to about the persisted position), skipping what is persisted.
-		pipe := r.rdb.Pipeline()
-		for _, v := range refeed {
-			pipe.Del(ctx, KeysOf(v.id).Relayed)
-			v.relayed = zeroID
-			r.metrics.refeeds.Inc()
-			r.metrics.refeedBids.Add(float64(v.lastSeq - v.persisted))
-			r.cfg.Log.Warn("PostgreSQL lags the bid log: producing again from the persisted position",
-				"auction", v.id, "persisted_seq", v.persisted, "log_seq", v.lastSeq, "stalled_for", r.cfg.Refeed)
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, fmt.Errorf("reset relayed cursors: %w", err)
+		if err := r.rdb.ResetRelayed(ctx, refeed); err != nil {
+			return nil, err
 		}
 	}
 	return views, nil
@@ -346,41 +298,21 @@ func (r *Relay) look(ctx context.Context, ids []int64) ([]*logView, error) {
 func (r *Relay) stalledTooLong(v *logView) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if v.persisted >= v.lastSeq {
+	if v.Persisted >= v.LastSeq {
 		delete(r.stalled, v.id)
 		return false
 	}
 	s, ok := r.stalled[v.id]
 	now := time.Now() // how long this process has watched, never an auction decision
-	if !ok || s.pos != v.persisted {
-		r.stalled[v.id] = stall{pos: v.persisted, since: now}
+	if !ok || s.pos != v.Persisted {
+		r.stalled[v.id] = stall{pos: v.Persisted, since: now}
 		return false
 	}
 	if now.Sub(s.since) < r.cfg.Refeed {
 		return false
 	}
-	r.stalled[v.id] = stall{pos: v.persisted, since: now}
+	r.stalled[v.id] = stall{pos: v.Persisted, since: now}
 	return true
-}
-
-// persistedPosition reads a persisted position as set_max_seq.lua keeps it;
-// none (or anything else) is 0.
-func persistedPosition(c *redis.StringCmd) int64 {
-	n, err := c.Int64()
-	if err != nil {
-		return 0
-	}
-	return n
-}
-
-func cursor(c *redis.StringCmd) (streamID, error) {
-	if errors.Is(c.Err(), redis.Nil) {
-		return zeroID, nil
-	}
-	if c.Err() != nil {
-		return zeroID, c.Err()
-	}
-	return parseStreamID(c.Val())
 }
 
 // bidMessage is a signed bid-accepted message keyed by auction id.
@@ -400,18 +332,18 @@ type relayMetrics struct {
 }
 
 func newRelayMetrics(reg prometheus.Registerer) *relayMetrics {
+	f := promauto.With(reg)
 	m := &relayMetrics{
-		relayed: prometheus.NewCounter(prometheus.CounterOpts{
+		relayed: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_relay_bids_total", Help: "Hot bids produced to Kafka bid-accepted (duplicates included)."}),
-		errors: prometheus.NewCounter(prometheus.CounterOpts{
+		errors: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_relay_errors_total", Help: "Relay passes that failed (Kafka, Redis or PostgreSQL)."}),
-		refeeds: prometheus.NewCounter(prometheus.CounterOpts{
+		refeeds: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_relay_refeeds_total", Help: "Times the relay produced an auction's log again from its persisted position."}),
-		refeedBids: prometheus.NewCounter(prometheus.CounterOpts{
+		refeedBids: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_relay_refeed_bids_total", Help: "Bids behind the persisted position when the relay re-fed (how much PostgreSQL lagged)."}),
-		lag: prometheus.NewGauge(prometheus.GaugeOpts{
+		lag: f.NewGauge(prometheus.GaugeOpts{
 			Name: "bidgate_relay_lag_seconds", Help: "Largest gap, in Redis time, between an auction's newest log entry and its relayed cursor."}),
 	}
-	reg.MustRegister(m.relayed, m.errors, m.refeeds, m.refeedBids, m.lag)
 	return m
 }

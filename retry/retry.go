@@ -133,6 +133,9 @@ type Loop struct {
 	LogEvery time.Duration
 	// OnError, when set, sees every failed pass (for a metric).
 	OnError func(error)
+	// Idle, when set, is how the loop waits after a pass that left nothing
+	// to do, instead of Interval and Wake (a LISTEN for a notification, say).
+	Idle func(ctx context.Context)
 }
 
 // Run calls pass until ctx ends, then returns. A pass that reports more
@@ -162,6 +165,10 @@ func (l *Loop) Run(ctx context.Context, pass func(ctx context.Context) (more boo
 		streak.Succeed()
 		l.Backoff.Reset()
 		if more {
+			continue
+		}
+		if l.Idle != nil {
+			l.Idle(ctx)
 			continue
 		}
 		timer.Reset(cmp(l.Interval, time.Second))

@@ -2,7 +2,6 @@ package shard
 
 import (
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"bidgate"
 	"bidgate/persist/pgtest"
 )
 
@@ -23,7 +23,6 @@ func BenchmarkHotScriptRaw(b *testing.B) {
 	for _, tc := range []struct{ callers, batch int }{{1, 1}, {64, 1}, {1, 100}} {
 		b.Run(fmt.Sprintf("callers=%d/batch=%d", tc.callers, tc.batch), func(b *testing.B) {
 			a := newHotAuction(b, s, "1000", "10", time.Hour, 0, time.Second)
-			keys := hotKeys(a.ID)
 			var next atomic.Int64
 			var wg sync.WaitGroup
 			b.ResetTimer()
@@ -32,17 +31,17 @@ func BenchmarkHotScriptRaw(b *testing.B) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					args := make([]any, 0, 3*tc.batch)
+					reqs := make([]bidgate.BidRequest, tc.batch)
 					for {
-						args = args[:0]
-						for range tc.batch {
+						for i := range reqs {
 							n := next.Add(1)
-							args = append(args, uuid.NewString(), strconv.FormatInt(n, 10), 101000+1000*n)
+							reqs[i] = bidgate.BidRequest{AuctionID: a.ID, BidderID: n, RequestID: uuid.New(),
+								Amount: bidgate.FromCents(101000 + 1000*n)}
 						}
 						if next.Load() > int64(b.N)+int64(tc.batch) {
 							return
 						}
-						if err := bidBatchScript.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
+						if _, _, err := s.rs.DecideBids(ctx, a.ID, reqs); err != nil {
 							b.Error(err)
 							return
 						}

@@ -13,7 +13,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
-	"bidgate/persist"
+	"bidgate/persist/redisstore"
 	"bidgate/persist/pgtest"
 )
 
@@ -376,7 +376,7 @@ func TestSelfBidding(t *testing.T) {
 					t.Fatal(err)
 				}
 			case "reloaded":
-				if err := s.rdb.Del(ctx, persist.KeysOf(a.ID).State).Err(); err != nil {
+				if err := s.rdb.Del(ctx, redisstore.KeysOf(a.ID).State).Err(); err != nil {
 					t.Fatal(err)
 				}
 				if _, err := db.Exec(ctx, `UPDATE auction SET current_price = 101, leader_id = 1, bid_count = 1, persisted_seq = 1 WHERE id = $1`, a.ID); err != nil {

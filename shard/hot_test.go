@@ -14,6 +14,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
+	"bidgate/persist/redisstore"
 	"bidgate/persist/pgtest"
 )
 
@@ -38,7 +39,7 @@ type logEntry struct {
 
 func readLog(t *testing.T, rdb redis.UniversalClient, auction int64) []logEntry {
 	t.Helper()
-	msgs, err := rdb.XRange(ctx, hotKeys(auction)[2], "-", "+").Result()
+	msgs, err := rdb.XRange(ctx, redisstore.KeysOf(auction).Log, "-", "+").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func TestHotScriptBranches(t *testing.T) {
 	s := newService(t, db, Config{})
 	one := func(a bidgate.Auction, r bidgate.BidRequest) hotOutcome {
 		t.Helper()
-		out, err := s.hot.runBatch(ctx, a.ID, []bidgate.BidRequest{r})
+		out, err := runBatch(s, a.ID, []bidgate.BidRequest{r})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +159,7 @@ func TestHotScriptBranches(t *testing.T) {
 	t.Run("closed by time", func(t *testing.T) {
 		b := newHotAuction(t, s, "100", "1", time.Hour, 0, time.Second)
 		// Move the end into Redis's past rather than waiting for it.
-		if err := s.rdb.HSet(ctx, hotKeys(b.ID)[0], "end_us", time.Now().Add(-time.Second).UnixMicro()).Err(); err != nil {
+		if err := s.rdb.HSet(ctx, redisstore.KeysOf(b.ID).State, "end_us", time.Now().Add(-time.Second).UnixMicro()).Err(); err != nil {
 			t.Fatal(err)
 		}
 		if o := one(b, bid(b.ID, 1, "500")); !errors.Is(o.err, bidgate.ErrAuctionClosed) {
@@ -167,7 +168,7 @@ func TestHotScriptBranches(t *testing.T) {
 	})
 	t.Run("closed by status", func(t *testing.T) {
 		b := newHotAuction(t, s, "100", "1", time.Hour, 0, time.Second)
-		if err := s.rdb.HSet(ctx, hotKeys(b.ID)[0], "status", "CLOSED").Err(); err != nil {
+		if err := s.rdb.HSet(ctx, redisstore.KeysOf(b.ID).State, "status", "CLOSED").Err(); err != nil {
 			t.Fatal(err)
 		}
 		if o := one(b, bid(b.ID, 1, "500")); !errors.Is(o.err, bidgate.ErrAuctionClosed) {
@@ -179,7 +180,7 @@ func TestHotScriptBranches(t *testing.T) {
 		x := bid(b.ID, 1, "110")
 		reuse := x
 		reuse.Amount = decimal.NewFromInt(120)
-		out, err := s.hot.runBatch(ctx, b.ID, []bidgate.BidRequest{x, bid(b.ID, 2, "105"), x, reuse, bid(b.ID, 3, "111")})
+		out, err := runBatch(s, b.ID, []bidgate.BidRequest{x, bid(b.ID, 2, "105"), x, reuse, bid(b.ID, 3, "111")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +192,7 @@ func TestHotScriptBranches(t *testing.T) {
 	})
 	t.Run("missing state is loaded from PostgreSQL", func(t *testing.T) {
 		b := newHotAuction(t, s, "100", "1", time.Hour, 0, time.Second)
-		if err := s.rdb.Del(ctx, hotKeys(b.ID)...).Err(); err != nil {
+		if err := s.rdb.Del(ctx, redisstore.KeysOf(b.ID).State, redisstore.KeysOf(b.ID).Reqs).Err(); err != nil {
 			t.Fatal(err)
 		}
 		if o := one(b, bid(b.ID, 1, "101")); o.err != nil || o.res.Bid.Seq != 1 {
@@ -497,4 +498,13 @@ func TestAutomaticPromotion(t *testing.T) {
 	if err != nil || !got.CurrentPrice.Equal(decimal.NewFromInt(1050)) || got.BidCount != 50 {
 		t.Fatalf("after promotion: %+v %v", got, err)
 	}
+}
+
+// runBatch decides reqs as one batch of the auction's batcher.
+func runBatch(s *Service, auctionID int64, reqs []bidgate.BidRequest) ([]hotOutcome, error) {
+	hr := make([]hotRequest, len(reqs))
+	for i, r := range reqs {
+		hr[i] = hotRequest{BidRequest: r}
+	}
+	return s.hot.runBatch(ctx, auctionID, hr)
 }

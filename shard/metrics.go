@@ -1,6 +1,9 @@
 package shard
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
 
 type metrics struct {
 	batchSize       prometheus.Histogram
@@ -13,38 +16,38 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
+	f := promauto.With(reg)
 	m := &metrics{
-		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+		batchSize: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "bidgate_hot_batch_size",
 			Help:    "Bids decided per Redis script call on the hot path.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
 		}),
-		scriptDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+		scriptDuration: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "bidgate_hot_script_duration_seconds",
 			Help:    "Latency of one hot-path batch script call.",
 			Buckets: []float64{.0001, .0002, .0005, .001, .002, .005, .01, .02, .05, .1},
 		}),
-		earlyRejects: prometheus.NewCounter(prometheus.CounterOpts{
+		earlyRejects: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_early_rejects_total",
 			Help: "Bids refused from the node's price cache without the serializing store.",
 		}),
-		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{
+		rateLimited: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_rate_limited_total",
 			Help: "Bids refused by the per-bidder token bucket.",
 		}),
-		overloaded: prometheus.NewCounter(prometheus.CounterOpts{
+		overloaded: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_hot_queue_full_total",
 			Help: "Bids refused with 503 because their auction's queue was full.",
 		}),
-		promotions: prometheus.NewCounterVec(prometheus.CounterOpts{
+		promotions: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "bidgate_promotions_total",
 			Help: "Cold auctions moved to the hot path, by trigger (operator, auto).",
 		}, []string{"trigger"}),
-		publishFailures: prometheus.NewCounter(prometheus.CounterOpts{
+		publishFailures: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_publish_failures_total",
 			Help: "State updates that could not be published to Redis.",
 		}),
 	}
-	reg.MustRegister(m.batchSize, m.scriptDuration, m.earlyRejects, m.rateLimited, m.overloaded, m.promotions, m.publishFailures)
 	return m
 }

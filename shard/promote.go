@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"bidgate"
-	"bidgate/persist"
+	"bidgate/persist/pgstore"
 )
 
 // Promote moves an open cold auction to the hot path while bids keep coming:
@@ -20,7 +20,7 @@ import (
 func (s *Service) Promote(ctx context.Context, id int64, trigger string) (bidgate.Auction, error) {
 	promoted := false
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		store := persist.Store{DB: tx}
+		store := pgstore.Store{DB: tx}
 		a, err := store.LockAuction(ctx, id)
 		if err != nil {
 			return err
@@ -36,7 +36,7 @@ func (s *Service) Promote(ctx context.Context, id int64, trigger string) (bidgat
 			return err
 		}
 		a.Mode = bidgate.ModeHot
-		if _, err := writeState(ctx, s.rdb, a, bids, true); err != nil {
+		if _, err := s.rs.Load(ctx, a, bids, true); err != nil {
 			return err
 		}
 		promoted = true

@@ -2,27 +2,22 @@ package shard
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"bidgate"
+	"bidgate/persist/redisstore"
 )
 
-// publisher announces an auction's new state on its Redis channel. Viewers
-// may miss one update (the next carries a higher seq), so a failure is
-// counted, not returned.
+// publisher announces a cold auction's new state on its Redis channel (a hot
+// auction's batch script publishes its own). Viewers may miss one update
+// (the next carries a higher seq), so a failure is counted, not returned.
 type publisher struct {
-	rdb     redis.UniversalClient
+	rs      *redisstore.Store
 	metrics *metrics
 }
 
 func (p *publisher) publish(ctx context.Context, a bidgate.Auction, at time.Time) {
-	u := bidgate.NewStateUpdate(a)
-	u.UpdatedAt = at.UTC().Format(time.RFC3339Nano)
-	b, _ := json.Marshal(u)
-	if err := p.rdb.Publish(ctx, bidgate.UpdatesChannel(a.ID), b).Err(); err != nil {
+	if err := p.rs.Publish(ctx, redisstore.UpdateOf(a, at)); err != nil {
 		p.metrics.publishFailures.Inc()
 	}
 }

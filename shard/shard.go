@@ -17,45 +17,54 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"bidgate"
-	"bidgate/persist"
+	"bidgate/persist/pgstore"
+	"bidgate/persist/redisstore"
 )
 
-// Config tunes a Service. Zero values take the defaults.
+// Config tunes a Service. Zero values take DefaultConfig's.
 type Config struct {
-	MaxBatch    int           // bids per hot script call; default 256 (1 disables batching)
-	MaxQueue    int           // waiting bids per hot auction before 503; default 4096
-	BatchIdle   time.Duration // an idle hot auction's goroutine exits after this; default 2s
-	CacheMaxAge time.Duration // price cache entries older than this are ignored; default 300ms
-	RateLimit   float64       // bids per second per bidder; default 5, negative disables
-	RateBurst   int           // token bucket size; default 10
-	PromoteRate int           // cold bids per second on one node that promote an auction; default 20, negative disables
+	MaxBatch    int           // bids per hot script call (1 disables batching)
+	MaxQueue    int           // waiting bids per hot auction before 503
+	BatchIdle   time.Duration // an idle hot auction's goroutine exits after this
+	CacheMaxAge time.Duration // price cache entries older than this are ignored
+	RateLimit   float64       // bids per second per bidder; negative disables
+	RateBurst   int           // token bucket size
+	PromoteRate int           // cold bids per second on one node that promote an auction; negative disables
 	Log         *slog.Logger  // default slog.Default()
 	// OnHotAccepted, when set, is called after a batch accepted bids on a hot
 	// auction (the relay of this process wakes on it).
 	OnHotAccepted func(auctionID int64)
 }
 
+// DefaultConfig holds the defaults: the values New gives zero fields and
+// the command line's flag defaults.
+func DefaultConfig() Config {
+	return Config{MaxBatch: 256, MaxQueue: 4096, BatchIdle: 2 * time.Second, CacheMaxAge: 300 * time.Millisecond,
+		RateLimit: 5, RateBurst: 10, PromoteRate: 20}
+}
+
 func (c *Config) setDefaults() {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&c.MaxBatch, 256)
-	def(&c.MaxQueue, 4096)
-	def(&c.RateBurst, 10)
-	def(&c.PromoteRate, 20)
+	d := DefaultConfig()
+	setZero(&c.MaxBatch, d.MaxBatch)
+	setZero(&c.MaxQueue, d.MaxQueue)
+	setZero(&c.RateBurst, d.RateBurst)
+	setZero(&c.PromoteRate, d.PromoteRate)
+	setZero(&c.RateLimit, d.RateLimit)
 	if c.BatchIdle <= 0 {
-		c.BatchIdle = 2 * time.Second
+		c.BatchIdle = d.BatchIdle
 	}
 	if c.CacheMaxAge <= 0 {
-		c.CacheMaxAge = 300 * time.Millisecond
-	}
-	if c.RateLimit == 0 {
-		c.RateLimit = 5
+		c.CacheMaxAge = d.CacheMaxAge
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
+	}
+}
+
+func setZero[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
 	}
 }
 
@@ -63,7 +72,8 @@ func (c *Config) setDefaults() {
 type Service struct {
 	db      *pgxpool.Pool
 	rdb     redis.UniversalClient
-	store   persist.Store
+	rs      *redisstore.Store
+	store   *pgstore.Store
 	cold    *cold
 	hot     *hot
 	cache   *priceCache
@@ -81,15 +91,16 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, cfg Config, reg prometheus
 	cfg.setDefaults()
 	m := newMetrics(reg)
 	cache := newPriceCache(cfg.CacheMaxAge)
-	pub := &publisher{rdb: rdb, metrics: m}
+	rs, store := redisstore.New(rdb), &pgstore.Store{DB: db}
+	pub := &publisher{rs: rs, metrics: m}
 	s := &Service{
-		db: db, rdb: rdb, store: persist.Store{DB: db}, cache: cache, metrics: m,
-		cold:    &cold{db: db, cache: cache, pub: pub},
-		limiter: newLimiter(rdb, cfg.RateLimit, cfg.RateBurst),
+		db: db, rdb: rdb, rs: rs, store: store, cache: cache, metrics: m,
+		cold:    &cold{store: store, cache: cache, pub: pub},
+		limiter: newLimiter(rs, cfg.RateLimit, cfg.RateBurst),
 		heat:    newHeatMeter(cfg.PromoteRate),
 		log:     cfg.Log,
 	}
-	s.hot = &hot{rdb: rdb, db: db, cache: cache, metrics: m, pub: pub, onAccepted: cfg.OnHotAccepted}
+	s.hot = &hot{rs: rs, db: db, cache: cache, limiter: s.limiter, metrics: m, onAccepted: cfg.OnHotAccepted}
 	s.hot.batches = newBatchers(cfg.MaxBatch, cfg.MaxQueue, cfg.BatchIdle, s.hot.runBatch)
 	s.hot.batches.observe = func(n int) { m.batchSize.Observe(float64(n)) }
 	return s
@@ -108,7 +119,7 @@ func (s *Service) CreateAuction(ctx context.Context, n bidgate.NewAuction) (bidg
 	}
 	if a.Mode == bidgate.ModeHot {
 		s.hotIDs.Store(a.ID, struct{}{})
-		if _, err := writeState(ctx, s.rdb, a, nil, false); err != nil {
+		if _, err := s.rs.Load(ctx, a, nil, false); err != nil {
 			s.log.Warn("hot auction created but not yet in Redis", "auction", a.ID, "err", err)
 		}
 	}
@@ -161,16 +172,16 @@ func (s *Service) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.B
 			return bidgate.BidResult{}, refusal
 		}
 	}
+	if isHot {
+		return s.hot.placeBid(ctx, r, false)
+	}
 	if err := s.limiter.allow(ctx, r.BidderID); err != nil {
 		return bidgate.BidResult{}, err
-	}
-	if isHot {
-		return s.hot.placeBid(ctx, r)
 	}
 	res, err := s.cold.placeBid(ctx, r)
 	if errors.Is(err, errNotCold) {
 		s.hotIDs.Store(r.AuctionID, struct{}{})
-		return s.hot.placeBid(ctx, r)
+		return s.hot.placeBid(ctx, r, true)
 	}
 	if s.heat.hit(r.AuctionID) {
 		s.promoteSoon(r.AuctionID)
@@ -180,19 +191,19 @@ func (s *Service) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.B
 
 func (s *Service) knowsRequest(ctx context.Context, r bidgate.BidRequest, isHot bool) (bool, error) {
 	if isHot {
-		return s.hot.knowsRequest(ctx, r)
+		return s.rs.KnowsRequest(ctx, r)
 	}
 	v, err := s.cold.lookUp(ctx, r)
 	if err != nil {
 		return false, err
 	}
-	return v.existing != nil || v.mode != bidgate.ModeCold, nil
+	return v.Existing != nil || v.Mode != bidgate.ModeCold, nil
 }
 
 // classify marks store outages as bidgate.ErrUnavailable so that callers can
 // tell "try again later" from a refusal.
 func classify(err error) error {
-	if err != nil && !errors.Is(err, bidgate.ErrUnavailable) && persist.IsUnavailable(err) {
+	if err != nil && !errors.Is(err, bidgate.ErrUnavailable) && pgstore.IsUnavailable(err) {
 		return fmt.Errorf("%w: %w", bidgate.ErrUnavailable, err)
 	}
 	return err

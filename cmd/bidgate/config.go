@@ -15,6 +15,7 @@ import (
 
 	"bidgate/auth"
 	"bidgate/fanout"
+	"bidgate/gateway"
 	"bidgate/persist/kafka"
 	"bidgate/shard"
 )
@@ -95,17 +96,18 @@ func parseConfig(cmd string, args []string) (config, error) {
 		fs.StringVar(&c.JWTIssuer, "jwt-issuer", "", "required iss of bearer tokens")
 		fs.StringVar(&c.JWTAudience, "jwt-audience", "", "required aud of bearer tokens")
 		fs.StringVar(&c.DevKey, "dev-key", "", "development only: trust tokens signed by this private key file (created if missing), issuer "+auth.DevIssuer+", audience "+auth.DevAudience+"; mint them with bidgate token")
-		fs.IntVar(&c.Shard.MaxBatch, "hot-batch", 256, "bids per Redis script call on a hot auction (1 disables batching)")
-		fs.IntVar(&c.Shard.MaxQueue, "hot-queue", 4096, "bids that may wait on one hot auction before 503")
-		fs.Float64Var(&c.Shard.RateLimit, "rate-limit", 5, "bids per second per bidder, across all auctions (negative disables)")
-		fs.IntVar(&c.Shard.RateBurst, "rate-burst", 10, "token bucket size per bidder")
-		fs.IntVar(&c.Shard.PromoteRate, "promote-rate", 20, "cold bids per second on one node that promote an auction to hot (negative disables)")
-		fs.DurationVar(&c.Shard.CacheMaxAge, "price-cache-age", 300*time.Millisecond, "how old a cached price may be and still refuse bids")
-		fs.DurationVar(&c.Fanout.Interval, "ws-interval", 150*time.Millisecond, "at most one WebSocket message per auction per interval")
+		sd, fd := shard.DefaultConfig(), fanout.DefaultConfig()
+		fs.IntVar(&c.Shard.MaxBatch, "hot-batch", sd.MaxBatch, "bids per Redis script call on a hot auction (1 disables batching)")
+		fs.IntVar(&c.Shard.MaxQueue, "hot-queue", sd.MaxQueue, "bids that may wait on one hot auction before 503")
+		fs.Float64Var(&c.Shard.RateLimit, "rate-limit", sd.RateLimit, "bids per second per bidder, across all auctions (negative disables)")
+		fs.IntVar(&c.Shard.RateBurst, "rate-burst", sd.RateBurst, "token bucket size per bidder")
+		fs.IntVar(&c.Shard.PromoteRate, "promote-rate", sd.PromoteRate, "cold bids per second on one node that promote an auction to hot (negative disables)")
+		fs.DurationVar(&c.Shard.CacheMaxAge, "price-cache-age", sd.CacheMaxAge, "how old a cached price may be and still refuse bids")
+		fs.DurationVar(&c.Fanout.Interval, "ws-interval", fd.Interval, "at most one WebSocket message per auction per interval")
 		fs.IntVar(&c.Fanout.MaxViewers, "ws-max-viewers", 0, "WebSocket viewers per node before 503 (0: a quarter of the file descriptor limit)")
-		fs.IntVar(&c.Fanout.MaxViewersPerAddr, "ws-max-viewers-per-ip", 256, "WebSocket viewers per client address before 429")
+		fs.IntVar(&c.Fanout.MaxViewersPerAddr, "ws-max-viewers-per-ip", fd.MaxViewersPerAddr, "WebSocket viewers per client address before 429")
 		fs.IntVar(&c.MaxConns, "max-conns", 0, "HTTP connections served at once before new ones get 503 (0: half the file descriptor limit)")
-		fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 1024, "HTTP connections from one client address")
+		fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", gateway.DefaultConfig().MaxConnsPerIP, "HTTP connections from one client address")
 		fs.StringVar(&c.AllowedOrigins, "ws-origins", "", "comma-separated Origin values allowed on WebSocket connections; empty allows all")
 		fs.Var(c.Roles, "roles", "comma-separated roles to run: "+strings.Join(allRoles, ","))
 		fs.StringVar(&c.Kafka, "kafka", "", "Kafka brokers, comma-separated; empty starts an embedded broker on loopback")

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"bidgate/auth"
-	"bidgate/persist"
+	"bidgate/persist/pgstore"
 	"bidgate/retry"
 )
 
@@ -67,11 +67,11 @@ func envOr(name, def string) string {
 // broker, and waits. The broker exiting stops nothing: the nodes keep
 // deciding bids, as they would in production.
 func dev(ctx context.Context, c devConfig) error {
-	db, err := persist.Open(ctx, c.PostgresURL, 2)
+	db, err := pgstore.Open(ctx, c.PostgresURL, 2)
 	if err != nil {
 		return err
 	}
-	_, err = persist.Migrate(ctx, db)
+	_, err = pgstore.Migrate(ctx, db)
 	db.Close()
 	if err != nil {
 		return err

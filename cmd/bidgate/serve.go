@@ -22,6 +22,7 @@ import (
 	"bidgate/fanout"
 	"bidgate/gateway"
 	"bidgate/persist"
+	"bidgate/persist/pgstore"
 	"bidgate/persist/kafka"
 	"bidgate/retry"
 	"bidgate/ring"
@@ -33,12 +34,12 @@ func migrate(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	db, err := persist.Open(ctx, cfg.PostgresURL, 2)
+	db, err := pgstore.Open(ctx, cfg.PostgresURL, 2)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	applied, err := persist.Migrate(ctx, db)
+	applied, err := pgstore.Migrate(ctx, db)
 	if err != nil {
 		return err
 	}
@@ -91,12 +92,12 @@ func serve(ctx context.Context, cfg config) error {
 	defer n.close()
 	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	if n.db, err = persist.Open(ctx, cfg.PostgresURL, int32(cfg.PostgresConns)); err != nil {
+	if n.db, err = pgstore.Open(ctx, cfg.PostgresURL, int32(cfg.PostgresConns)); err != nil {
 		return err
 	}
 	n.cleanup = append(n.cleanup, n.db.Close)
 	if cfg.Migrate {
-		applied, err := persist.Migrate(ctx, n.db)
+		applied, err := pgstore.Migrate(ctx, n.db)
 		if err != nil {
 			return err
 		}
@@ -404,10 +405,10 @@ func (e *endpoint) close() {
 	}
 }
 
-func (n *node) outboxRelay() *closer.OutboxRelay {
+func (n *node) outboxRelay() *persist.OutboxRelay {
 	w := kafka.NewWriter(n.brokers, kafka.TopicAuctionClosed, n.kafkaSec)
 	n.cleanup = append(n.cleanup, func() { w.Close() })
-	return closer.NewOutboxRelay(n.db, w, closer.OutboxConfig{Secret: []byte(n.cfg.ClusterSecret), Log: n.log}, n.reg)
+	return persist.NewOutboxRelay(n.db, w, persist.OutboxConfig{Secret: []byte(n.cfg.ClusterSecret), Log: n.log}, n.reg)
 }
 
 func (n *node) persister() *persist.Persister {

@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"bidgate/persist"
+	"bidgate/persist/pgstore"
 )
 
 // AdminURL is the server tests create their databases on; BIDGATE_TEST_POSTGRES_URL
@@ -67,12 +67,12 @@ func New(tb testing.TB, maxConns int32) (*pgxpool.Pool, string) {
 	u.Path = "/" + name
 	dbURL := u.String()
 
-	db, err := persist.Open(ctx, dbURL, maxConns)
+	db, err := pgstore.Open(ctx, dbURL, maxConns)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(db.Close)
-	if _, err := persist.Migrate(ctx, db); err != nil {
+	if _, err := pgstore.Migrate(ctx, db); err != nil {
 		tb.Fatalf("migrate test database: %v", err)
 	}
 	// Auction ids start at a random point, so that tests running at once

@@ -1,4 +1,4 @@
-package persist_test
+package pgstore_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"bidgate/internal/testcert"
-	"bidgate/persist"
+	"bidgate/persist/pgstore"
 )
 
 // PostgreSQL over TLS is configured through the URL alone (sslmode,
@@ -65,19 +65,19 @@ func TestPostgresTLSThroughTheURL(t *testing.T) {
 
 	ctx := context.Background()
 	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=verify-full&sslrootcert=%s", port, cert)
-	db, err := persist.Open(ctx, url, 2)
+	db, err := pgstore.Open(ctx, url, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := persist.Migrate(ctx, db); err != nil {
+	if _, err := pgstore.Migrate(ctx, db); err != nil {
 		t.Fatalf("migrate over TLS: %v", err)
 	}
 	var ssl bool
 	if err := db.QueryRow(ctx, `SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()`).Scan(&ssl); err != nil || !ssl {
 		t.Fatalf("connection encrypted: %v, %v", ssl, err)
 	}
-	if plain, err := persist.Open(ctx, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port), 1); err == nil {
+	if plain, err := pgstore.Open(ctx, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port), 1); err == nil {
 		plain.Close()
 		t.Fatal("a plaintext connection was accepted")
 	}

@@ -1,4 +1,4 @@
-package closer
+package persist
 
 import (
 	"context"

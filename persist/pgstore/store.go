@@ -1,6 +1,8 @@
-// Package persist owns bidgate's PostgreSQL schema and the queries on it that
-// are not a serialization point of their own (those live in shard).
-package persist
+// Package pgstore is bidgate's PostgreSQL store: the pool, the schema and
+// its migrations, and every statement run on it, each in its own file under
+// sql/ behind a typed call. Nobody else writes SQL: the shard's cold bid,
+// the closer's settles and the persisters' writes all come through here.
+package pgstore
 
 import (
 	"context"
@@ -26,6 +28,8 @@ var (
 	getAuctionSQL string
 	//go:embed sql/accepted_bids.sql
 	acceptedBidsSQL string
+	//go:embed sql/set_hot.sql
+	setHotSQL string
 )
 
 // Querier is a pool or a transaction.
@@ -109,10 +113,9 @@ func (s *Store) LockAuction(ctx context.Context, id int64) (bidgate.Auction, err
 	return a, nil
 }
 
-// SetHot flips an auction's mode to HOT. Its cold bids are all in
-// PostgreSQL already, so its persisted position starts at their count.
+// SetHot flips an auction's mode to HOT.
 func (s *Store) SetHot(ctx context.Context, id int64) error {
-	if _, err := s.DB.Exec(ctx, `UPDATE auction SET mode = 'HOT', persisted_seq = bid_count WHERE id = $1`, id); err != nil {
+	if _, err := s.DB.Exec(ctx, setHotSQL, id); err != nil {
 		return fmt.Errorf("mark auction %d hot: %w", id, err)
 	}
 	return nil

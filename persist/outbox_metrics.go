@@ -1,6 +1,9 @@
-package closer
+package persist
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
 
 type outboxMetrics struct {
 	published prometheus.Counter
@@ -10,22 +13,23 @@ type outboxMetrics struct {
 }
 
 func newOutboxMetrics(reg prometheus.Registerer) *outboxMetrics {
+	f := promauto.With(reg)
 	return &outboxMetrics{
-		published: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		published: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_outbox_published_total",
 			Help: "Outbox rows published to Kafka and marked published.",
-		})),
-		failures: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		}),
+		failures: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "bidgate_outbox_publish_failures_total",
 			Help: "Failed outbox relay passes, by cause (kafka, postgres); their rows are sent again.",
-		}, []string{"cause"})),
-		pending: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		}, []string{"cause"}),
+		pending: f.NewGauge(prometheus.GaugeOpts{
 			Name: "bidgate_outbox_pending",
 			Help: "Unpublished outbox rows, as last seen by an idle relay.",
-		})),
-		lag: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		}),
+		lag: f.NewGauge(prometheus.GaugeOpts{
 			Name: "bidgate_outbox_lag_seconds",
 			Help: "Age of the oldest unpublished outbox row, as last seen by an idle relay.",
-		})),
+		}),
 	}
 }

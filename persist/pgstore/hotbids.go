@@ -1,16 +1,14 @@
-package persist
+package pgstore
 
 import (
 	"context"
 	_ "embed"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/redis/go-redis/v9"
 	"github.com/shopspring/decimal"
 
 	"bidgate"
@@ -23,6 +21,10 @@ var (
 	insertBidsSQL string
 	//go:embed sql/advance_persisted.sql
 	advancePersistedSQL string
+	//go:embed sql/hot_auctions.sql
+	hotAuctionsSQL string
+	//go:embed sql/hot_positions.sql
+	hotPositionsSQL string
 )
 
 // WriteHotBids writes hot bids to PostgreSQL inside tx: it locks their
@@ -85,16 +87,16 @@ type bidColumns struct {
 }
 
 func (c *bidColumns) add(b bidgate.BidAccepted) error {
+	if err := b.Validate(); err != nil {
+		return err
+	}
 	amount, err := bidgate.ParseMoney(b.Amount)
 	if err != nil {
-		return fmt.Errorf("bid %d/%d: amount: %w", b.AuctionID, b.Seq, err)
+		return err
 	}
 	req, err := uuid.Parse(b.RequestID)
 	if err != nil {
-		return fmt.Errorf("bid %d/%d: request id: %w", b.AuctionID, b.Seq, err)
-	}
-	if b.AuctionID <= 0 || b.BidderID <= 0 || b.Seq <= 0 {
-		return fmt.Errorf("bid %d/%d: auction, bidder and seq must be positive", b.AuctionID, b.Seq)
+		return err
 	}
 	c.auction, c.bidder, c.seq = append(c.auction, b.AuctionID), append(c.bidder, b.BidderID), append(c.seq, b.Seq)
 	c.amount, c.request = append(c.amount, amount), append(c.request, req)
@@ -102,59 +104,35 @@ func (c *bidColumns) add(b bidgate.BidAccepted) error {
 	return nil
 }
 
-// LogBid reads one entry of a hot auction's Redis log (written by
-// shard/lua/bid_batch.lua: seq, bidder, amount in cents, req, at_us,
-// end_us) as the bid it records.
-func LogBid(auctionID int64, e redis.XMessage) (bidgate.BidAccepted, error) {
-	num := func(f string) (int64, error) {
-		s, _ := e.Values[f].(string)
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("auction %d log entry %s: field %s = %q", auctionID, e.ID, f, s)
-		}
-		return n, nil
+// HotAuctions lists the hot auctions whose logs are relayed: the open ones
+// and those closed less than linger ago.
+func (s *Store) HotAuctions(ctx context.Context, linger time.Duration) ([]int64, error) {
+	rows, err := s.DB.Query(ctx, hotAuctionsSQL, int64(linger/time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("list hot auctions: %w", err)
 	}
-	b := bidgate.BidAccepted{AuctionID: auctionID, StreamID: e.ID}
-	var cents, atUs, endUs int64
-	var err error
-	for _, f := range []struct {
-		name string
-		dst  *int64
-	}{{"seq", &b.Seq}, {"bidder", &b.BidderID}, {"amount", &cents}, {"at_us", &atUs}, {"end_us", &endUs}} {
-		if *f.dst, err = num(f.name); err != nil {
-			return b, err
-		}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("list hot auctions: %w", err)
 	}
-	b.RequestID, _ = e.Values["req"].(string)
-	b.Amount = bidgate.FormatMoney(bidgate.FromCents(cents))
-	b.AcceptedAt, b.EndTime = time.UnixMicro(atUs).UTC(), time.UnixMicro(endUs).UTC()
-	return b, nil
+	return ids, nil
 }
 
-// LogBidsAfter reads the bids of an auction's Redis log whose seq is past
-// after, in order. The log is trimmed only up to the persisted position, so
-// reading from its start costs little.
-func LogBidsAfter(ctx context.Context, rdb redis.UniversalClient, auctionID, after int64) ([]bidgate.BidAccepted, error) {
-	const step = 1000
-	var bids []bidgate.BidAccepted
-	from := "-"
-	for {
-		entries, err := rdb.XRangeN(ctx, KeysOf(auctionID).Log, from, "+", step).Result()
-		if err != nil {
-			return nil, fmt.Errorf("read the bid log of auction %d: %w", auctionID, err)
-		}
-		for _, e := range entries {
-			b, err := LogBid(auctionID, e)
-			if err != nil {
-				return nil, err
-			}
-			if b.Seq > after {
-				bids = append(bids, b)
-			}
-		}
-		if len(entries) < step {
-			return bids, nil
-		}
-		from = "(" + entries[len(entries)-1].ID
+// Position is how far a hot auction's bids are in PostgreSQL without a gap.
+type Position struct {
+	AuctionID, Seq int64
+}
+
+// HotPositions lists the persisted positions of the hot auctions whose bids
+// may still be missing: the open ones and those closed less than linger ago.
+func (s *Store) HotPositions(ctx context.Context, linger time.Duration) ([]Position, error) {
+	rows, err := s.DB.Query(ctx, hotPositionsSQL, int64(linger/time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("list hot auctions: %w", err)
 	}
+	pos, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Position])
+	if err != nil {
+		return nil, fmt.Errorf("list hot auctions: %w", err)
+	}
+	return pos, nil
 }

@@ -4,11 +4,14 @@
 --                                          status, window_us, by_us, seq, seller
 -- KEYS[2] request ids  auction:{id}:reqs   request id -> "seq|at_us|end_us|bidder|amount"
 -- KEYS[3] bid log      auction:{id}:log    stream of accepted bids
--- ARGV: triples of request id, bidder id, amount in cents.
+-- ARGV[1] the auction's state-update channel, ARGV[2] its id, then triples
+--         of request id, bidder id, amount in cents.
 --
 -- The state is read once, decided on in locals and written once, so a batch
 -- of n bids costs one read and one write plus one XADD per accepted bid.
 -- Time is Redis TIME, read once: the whole batch is decided at one instant.
+-- A batch that accepted bids publishes the new state (format in
+-- updates.go), so no second round trip is needed for viewers.
 --
 -- Returns {summary, result1, result2, ...}, summary = {price, inc, end_us,
 -- status, seq, leader, seller}, each result one of
@@ -34,9 +37,9 @@ local seller = s[9]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
-local n = #ARGV / 3
+local n = (#ARGV - 2) / 3
 local ids = {}
-for i = 1, n do ids[i] = ARGV[3 * i - 2] end
+for i = 1, n do ids[i] = ARGV[3 * i] end
 local known = redis.call('HMGET', KEYS[2], unpack(ids))
 
 local fresh = {}   -- request ids accepted in this batch
@@ -45,7 +48,7 @@ local out = {}
 local changed = false
 
 for i = 1, n do
-  local id, bidder, amount = ids[i], ARGV[3 * i - 1], tonumber(ARGV[3 * i])
+  local id, bidder, amount = ids[i], ARGV[3 * i + 1], tonumber(ARGV[3 * i + 2])
   local prior = known[i] or fresh[id]
   if prior then
     local pseq, pat, pend, pbidder, pamount = string.match(prior, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
@@ -78,6 +81,8 @@ end
 if changed then
   redis.call('HSET', KEYS[1], 'price', int(price), 'leader', leader, 'end_us', int(end_us), 'seq', int(seq))
   redis.call('HSET', KEYS[2], unpack(newreqs))
+  redis.call('PUBLISH', ARGV[1], 'u1|' .. ARGV[2] .. '|' .. int(price) .. '|' .. leader .. '|' .. int(end_us) ..
+    '|' .. status .. '|' .. int(seq) .. '|' .. int(now))
 end
 out[1] = {price, inc, end_us, status, seq, leader or '', seller or ''}
 return out

@@ -1,4 +1,4 @@
-package closer
+package persist
 
 import (
 	"context"
@@ -12,17 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"bidgate/persist/pgstore"
 	pkafka "bidgate/persist/kafka"
 	"bidgate/retry"
 )
-
-// Writer is where the relay publishes: a *kafka.Writer bound to the topic
-// (persist/kafka.NewWriter(brokers, kafka.TopicAuctionClosed, security)) in
-// production, a fake in tests. WriteMessages must return nil only when every
-// message is acknowledged.
-type Writer interface {
-	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
-}
 
 // OutboxConfig tunes an OutboxRelay. Zero values take the defaults.
 type OutboxConfig struct {
@@ -78,39 +71,20 @@ func NewOutboxRelay(db *pgxpool.Pool, w Writer, cfg OutboxConfig, reg prometheus
 // sends one with every commit) or PollInterval, whichever comes first.
 // Failures back off exponentially, from MinBackoff to MaxBackoff.
 func (r *OutboxRelay) Run(ctx context.Context) error {
-	l := &listener{db: r.db, channel: "outbox", log: r.cfg.Log}
+	l := &listener{db: r.db, channel: pgstore.OutboxChannel, log: r.cfg.Log}
 	defer l.close()
-	// Listen before the first pass, so that no event committed after that
-	// pass goes unnoticed until the next poll.
 	l.listen(ctx)
-
-	backoff := retry.Backoff{Min: r.cfg.MinBackoff, Max: r.cfg.MaxBackoff}
-	failing := retry.Streak{Task: "relay the outbox to Kafka", Log: r.cfg.Log}
-	for {
+	loop := retry.Loop{Task: "relay the outbox to Kafka", Log: r.cfg.Log,
+		Backoff: retry.Backoff{Min: r.cfg.MinBackoff, Max: r.cfg.MaxBackoff},
+		Idle: func(ctx context.Context) {
+			r.observeBacklog(ctx)
+			l.wait(ctx, r.cfg.PollInterval)
+		}}
+	loop.Run(ctx, func(ctx context.Context) (bool, error) {
 		n, err := r.PublishPending(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			// A NOTIFY never cuts this wait short: it is not a wake-up.
-			failing.Fail(err)
-			if !backoff.Wait(ctx) {
-				return nil
-			}
-			continue
-		}
-		failing.Succeed()
-		if n > 0 {
-			// Only a publish proves Kafka is back; an empty pass (another
-			// relay holds the rows) keeps the back-off where it is.
-			backoff.Reset()
-		}
-		if n == r.cfg.BatchSize {
-			continue
-		}
-		r.observeBacklog(ctx)
-		l.wait(ctx, r.cfg.PollInterval)
-	}
+		return n == r.cfg.BatchSize, err
+	})
+	return nil
 }
 
 // PublishPending publishes one batch of unpublished rows with one
@@ -121,34 +95,24 @@ func (r *OutboxRelay) PublishPending(ctx context.Context) (int, error) {
 	kafkaFailed := false
 	err := pgx.BeginFunc(ctx, r.db, func(tx pgx.Tx) error {
 		n, kafkaFailed = 0, false
-		rows, err := tx.Query(ctx, pendingOutboxSQL, r.cfg.Topic, r.cfg.BatchSize)
-		if err != nil {
-			return fmt.Errorf("read outbox: %w", err)
+		store := pgstore.Store{DB: tx}
+		events, err := store.PendingEvents(ctx, r.cfg.Topic, r.cfg.BatchSize)
+		if err != nil || len(events) == 0 {
+			return err
 		}
-		var ids []int64
-		var msgs []kafka.Message
-		var id, aggregate int64
-		var payload []byte
-		_, err = pgx.ForEachRow(rows, []any{&id, &aggregate, &payload}, func() error {
-			ids = append(ids, id)
-			m := kafka.Message{Key: []byte(strconv.FormatInt(aggregate, 10)), Value: payload}
-			pkafka.Sign(r.cfg.Secret, &m, r.cfg.Topic)
-			msgs = append(msgs, m)
-			payload = nil // the message keeps the bytes
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("read outbox: %w", err)
-		}
-		if len(ids) == 0 {
-			return nil
+		ids := make([]int64, len(events))
+		msgs := make([]kafka.Message, len(events))
+		for i, e := range events {
+			ids[i] = e.ID
+			msgs[i] = kafka.Message{Key: []byte(strconv.FormatInt(e.AggregateID, 10)), Value: e.Payload}
+			pkafka.Sign(r.cfg.Secret, &msgs[i], r.cfg.Topic)
 		}
 		if err := r.w.WriteMessages(ctx, msgs...); err != nil {
 			kafkaFailed = true
 			return fmt.Errorf("publish %d outbox rows (ids %d..%d) to %s: %w", len(ids), ids[0], ids[len(ids)-1], r.cfg.Topic, err)
 		}
-		if _, err := tx.Exec(ctx, markPublishedSQL, ids); err != nil {
-			return fmt.Errorf("mark %d outbox rows published: %w", len(ids), err)
+		if err := store.MarkPublished(ctx, ids); err != nil {
+			return err
 		}
 		n = len(ids)
 		return nil
@@ -169,9 +133,8 @@ func (r *OutboxRelay) PublishPending(ctx context.Context) (int, error) {
 // observeBacklog sets the pending and lag gauges. It runs only when the
 // relay is idle, so it costs nothing during a burst.
 func (r *OutboxRelay) observeBacklog(ctx context.Context) {
-	var pending int64
-	var lag float64
-	if err := r.db.QueryRow(ctx, outboxBacklogSQL, r.cfg.Topic).Scan(&pending, &lag); err != nil {
+	pending, lag, err := (&pgstore.Store{DB: r.db}).OutboxBacklog(ctx, r.cfg.Topic)
+	if err != nil {
 		if ctx.Err() == nil {
 			r.cfg.Log.Warn("read outbox backlog", "err", err)
 		}

@@ -1,11 +1,11 @@
-package persist_test
+package pgstore_test
 
 import (
 	"context"
 	"sync"
 	"testing"
 
-	"bidgate/persist"
+	"bidgate/persist/pgstore"
 	"bidgate/persist/pgtest"
 )
 
@@ -20,7 +20,7 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	applied := make([][]int, 4)
 	for i := range 4 {
 		wg.Add(1)
-		go func() { defer wg.Done(); applied[i], errs[i] = persist.Migrate(context.Background(), db) }()
+		go func() { defer wg.Done(); applied[i], errs[i] = pgstore.Migrate(context.Background(), db) }()
 	}
 	wg.Wait()
 	for i := range 4 {
@@ -46,7 +46,7 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 			t.Fatalf("version %d applied %d times", v, n)
 		}
 	}
-	if again, err := persist.Migrate(context.Background(), db); err != nil || len(again) != 0 {
+	if again, err := pgstore.Migrate(context.Background(), db); err != nil || len(again) != 0 {
 		t.Fatalf("a later Migrate applied %v (err %v), want nothing", again, err)
 	}
 }

@@ -1,0 +1,137 @@
+package pgstore
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/shopspring/decimal"
+
+	"bidgate"
+)
+
+var (
+	//go:embed sql/close_cold.sql
+	closeColdSQL string
+	//go:embed sql/due_hot.sql
+	dueHotSQL string
+	//go:embed sql/settle_hot.sql
+	settleHotSQL string
+	//go:embed sql/extend_hot.sql
+	extendHotSQL string
+)
+
+// Closed is an auction as the statement that closed it returned it: the
+// settled row, the single source of its event and final state update.
+type Closed struct {
+	ID       int64
+	Leader   *int64 // nil when nobody bid
+	Price    decimal.Decimal
+	BidCount int64
+	EndTime  time.Time
+	ClosedAt time.Time
+}
+
+// CloseDueCold closes up to limit cold auctions whose end has passed by the
+// database clock, skipping rows another closer holds.
+func (s *Store) CloseDueCold(ctx context.Context, limit int) ([]Closed, error) {
+	rows, err := s.DB.Query(ctx, closeColdSQL, limit)
+	if err != nil {
+		return nil, fmt.Errorf("close cold auctions: %w", err)
+	}
+	return collectClosed(rows)
+}
+
+// DueHot is a hot auction whose PostgreSQL end has passed, as its locked
+// row has it.
+type DueHot struct {
+	ID       int64
+	Price    decimal.Decimal
+	Leader   *int64
+	BidCount int64
+	EndTime  time.Time
+	// Persisted is how far its bids are in PostgreSQL without a gap.
+	Persisted int64
+}
+
+// LockDueHot locks up to limit open hot auctions whose end has passed by
+// the database clock, skipping rows another closer holds; s.DB must be a
+// transaction.
+func (s *Store) LockDueHot(ctx context.Context, limit int) ([]DueHot, error) {
+	rows, err := s.DB.Query(ctx, dueHotSQL, limit)
+	if err != nil {
+		return nil, fmt.Errorf("lock due hot auctions: %w", err)
+	}
+	due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (DueHot, error) {
+		var a DueHot
+		err := row.Scan(&a.ID, &a.Price, &a.Leader, &a.BidCount, &a.EndTime, &a.Persisted)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lock due hot auctions: %w", err)
+	}
+	return due, nil
+}
+
+// Extension moves an open auction's end later (never earlier).
+type Extension struct {
+	ID    int64
+	EndUs int64 // the new end, Unix microseconds
+}
+
+// ExtendHot moves the ends of open hot auctions.
+func (s *Store) ExtendHot(ctx context.Context, ext []Extension) error {
+	if len(ext) == 0 {
+		return nil
+	}
+	ids, ends := make([]int64, len(ext)), make([]int64, len(ext))
+	for i, e := range ext {
+		ids[i], ends[i] = e.ID, e.EndUs
+	}
+	if _, err := s.DB.Exec(ctx, extendHotSQL, ids, ends); err != nil {
+		return fmt.Errorf("move the end of %d auctions: %w", len(ext), err)
+	}
+	return nil
+}
+
+// Settlement is a hot auction's final state as Redis decided it.
+type Settlement struct {
+	ID       int64
+	Price    decimal.Decimal
+	Leader   *int64 // nil when nobody bid
+	BidCount int64
+	EndUs    int64 // Unix microseconds
+}
+
+// SettleHot closes open hot auctions with their final state.
+func (s *Store) SettleHot(ctx context.Context, settle []Settlement) ([]Closed, error) {
+	if len(settle) == 0 {
+		return nil, nil
+	}
+	n := len(settle)
+	ids, prices, leaders := make([]int64, n), make([]string, n), make([]*int64, n)
+	counts, ends := make([]int64, n), make([]int64, n)
+	for i, a := range settle {
+		ids[i], prices[i], leaders[i] = a.ID, bidgate.FormatMoney(a.Price), a.Leader
+		counts[i], ends[i] = a.BidCount, a.EndUs
+	}
+	rows, err := s.DB.Query(ctx, settleHotSQL, ids, prices, leaders, counts, ends)
+	if err != nil {
+		return nil, fmt.Errorf("settle %d hot auctions: %w", n, err)
+	}
+	return collectClosed(rows)
+}
+
+func collectClosed(rows pgx.Rows) ([]Closed, error) {
+	closed, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Closed, error) {
+		var a Closed
+		err := row.Scan(&a.ID, &a.Leader, &a.Price, &a.BidCount, &a.EndTime, &a.ClosedAt)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read closed auctions: %w", err)
+	}
+	return closed, nil
+}

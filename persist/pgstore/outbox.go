@@ -1,0 +1,86 @@
+package pgstore
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	//go:embed sql/insert_outbox.sql
+	insertOutboxSQL string
+	//go:embed sql/pending_outbox.sql
+	pendingOutboxSQL string
+	//go:embed sql/mark_published.sql
+	markPublishedSQL string
+	//go:embed sql/outbox_backlog.sql
+	outboxBacklogSQL string
+)
+
+// OutboxChannel is the NOTIFY channel AddEvents signals on.
+const OutboxChannel = "outbox"
+
+// Event is one outbox row: a message for topic, keyed by its aggregate.
+type Event struct {
+	ID          int64 // set by PendingEvents
+	AggregateID int64
+	Payload     []byte // JSON
+}
+
+// AddEvents writes outbox rows for topic and notifies OutboxChannel; inside
+// the transaction that made them true, so an event exists if and only if
+// its change committed.
+func (s *Store) AddEvents(ctx context.Context, topic string, events []Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	ids, payloads := make([]int64, len(events)), make([]string, len(events))
+	for i, e := range events {
+		ids[i], payloads[i] = e.AggregateID, string(e.Payload)
+	}
+	var n int64
+	if err := s.DB.QueryRow(ctx, insertOutboxSQL, topic, ids, payloads).Scan(&n); err != nil {
+		return fmt.Errorf("write %d outbox rows: %w", len(events), err)
+	}
+	if n != int64(len(events)) {
+		return fmt.Errorf("write %d outbox rows: %d written", len(events), n)
+	}
+	return nil
+}
+
+// PendingEvents locks up to limit unpublished rows of topic, oldest first,
+// skipping rows another relay holds; s.DB must be a transaction.
+func (s *Store) PendingEvents(ctx context.Context, topic string, limit int) ([]Event, error) {
+	rows, err := s.DB.Query(ctx, pendingOutboxSQL, topic, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read outbox: %w", err)
+	}
+	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Event, error) {
+		var e Event
+		err := row.Scan(&e.ID, &e.AggregateID, &e.Payload)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read outbox: %w", err)
+	}
+	return events, nil
+}
+
+// MarkPublished records that the outbox rows ids reached Kafka.
+func (s *Store) MarkPublished(ctx context.Context, ids []int64) error {
+	if _, err := s.DB.Exec(ctx, markPublishedSQL, ids); err != nil {
+		return fmt.Errorf("mark %d outbox rows published: %w", len(ids), err)
+	}
+	return nil
+}
+
+// OutboxBacklog reports topic's unpublished rows and the age in seconds of
+// the oldest, by the database clock.
+func (s *Store) OutboxBacklog(ctx context.Context, topic string) (pending int64, ageSeconds float64, err error) {
+	if err := s.DB.QueryRow(ctx, outboxBacklogSQL, topic).Scan(&pending, &ageSeconds); err != nil {
+		return 0, 0, fmt.Errorf("read outbox backlog: %w", err)
+	}
+	return pending, ageSeconds, nil
+}

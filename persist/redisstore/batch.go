@@ -1,0 +1,143 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"bidgate"
+)
+
+var (
+	//go:embed lua/bid_batch.lua
+	bidBatchLua    string
+	bidBatchScript = redis.NewScript(bidBatchLua)
+)
+
+// ErrNoState says Redis has no state for the auction: the caller loads it
+// from PostgreSQL (Load) and tries again.
+var ErrNoState = errors.New("auction state not in Redis")
+
+// Summary is a hot auction's state after a batch.
+type Summary struct {
+	PriceCents, IncCents int64
+	EndUs, Seq           int64
+	LeaderID             int64 // 0: nobody
+	SellerID             int64 // 0 in a state loaded before sellers were kept
+	Status               bidgate.Status
+}
+
+// Decision is one bid's outcome: a result (new or replayed) or its refusal
+// (bidgate.ErrAuctionClosed, a *bidgate.BidTooLowError,
+// bidgate.ErrIdempotencyKeyReused, bidgate.ErrSelfBidding).
+type Decision struct {
+	Result bidgate.BidResult
+	Err    error
+}
+
+// DecideBids decides a batch of bids on one hot auction in one script call,
+// atomically and in order, by Redis's clock; a batch that accepted bids
+// also publishes the new state on the auction's channel. It fails with
+// ErrNoState when Redis lacks the auction.
+func (s *Store) DecideBids(ctx context.Context, auctionID int64, reqs []bidgate.BidRequest) (Summary, []Decision, error) {
+	k := KeysOf(auctionID)
+	args := make([]any, 2, 2+3*len(reqs))
+	args[0], args[1] = Channel(auctionID), strconv.FormatInt(auctionID, 10)
+	for _, r := range reqs {
+		args = append(args, r.RequestID.String(), strconv.FormatInt(r.BidderID, 10), bidgate.Cents(r.Amount))
+	}
+	v, err := bidBatchScript.Run(ctx, s.rdb, []string{k.State, k.Reqs, k.Log}, args...).Slice()
+	if err != nil {
+		return Summary{}, nil, unavailable(fmt.Errorf("hot bids on auction %d: %w", auctionID, err))
+	}
+	if n, ok := v[0].(int64); ok && n == 0 && len(v) == 1 {
+		return Summary{}, nil, ErrNoState
+	}
+	if len(v) != len(reqs)+1 {
+		return Summary{}, nil, fmt.Errorf("hot bids on auction %d: script returned %d results for %d bids", auctionID, len(v)-1, len(reqs))
+	}
+	sum, err := parseSummary(v[0])
+	if err != nil {
+		return Summary{}, nil, fmt.Errorf("hot bids on auction %d: %w", auctionID, err)
+	}
+	out := make([]Decision, len(reqs))
+	for i, r := range reqs {
+		if out[i], err = parseDecision(v[i+1], r); err != nil {
+			return Summary{}, nil, fmt.Errorf("hot bids on auction %d: %w", auctionID, err)
+		}
+	}
+	return sum, out, nil
+}
+
+// parseSummary reads {price, inc, end_us, status, seq, leader, seller}.
+func parseSummary(v any) (Summary, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != 7 {
+		return Summary{}, fmt.Errorf("bad summary %v", v)
+	}
+	var s Summary
+	var err error
+	for i, dst := range []*int64{&s.PriceCents, &s.IncCents, &s.EndUs, nil, &s.Seq} {
+		if dst != nil {
+			if *dst, err = intReply(a[i]); err != nil {
+				return s, err
+			}
+		}
+	}
+	status, _ := a[3].(string)
+	s.Status = bidgate.Status(status)
+	if s.LeaderID, err = idReply(a[5]); err != nil {
+		return s, fmt.Errorf("leader: %w", err)
+	}
+	if s.SellerID, err = idReply(a[6]); err != nil {
+		return s, fmt.Errorf("seller: %w", err)
+	}
+	return s, nil
+}
+
+// Result codes of bid_batch.lua.
+const (
+	codeAccepted    = 1 // {1, seq, at_us, end_us}
+	codeReplayed    = 2 // {2, seq, at_us, end_us}
+	codeKeyReused   = 3 // {3}
+	codeTooLow      = 4 // {4, price, inc}
+	codeClosed      = 5 // {5}
+	codeSelfBidding = 6 // {6}
+)
+
+func parseDecision(v any, r bidgate.BidRequest) (Decision, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) == 0 || len(a) > 4 {
+		return Decision{}, fmt.Errorf("bad result %v", v)
+	}
+	var nums [4]int64
+	for i := range a {
+		n, err := intReply(a[i])
+		if err != nil {
+			return Decision{}, err
+		}
+		nums[i] = n
+	}
+	switch {
+	case (nums[0] == codeAccepted || nums[0] == codeReplayed) && len(a) == 4:
+		bid := bidgate.Bid{AuctionID: r.AuctionID, BidderID: r.BidderID, Amount: r.Amount, RequestID: r.RequestID,
+			Seq: nums[1], AcceptedAt: time.UnixMicro(nums[2]).UTC(), EndTime: time.UnixMicro(nums[3]).UTC()}
+		return Decision{Result: bidgate.BidResult{Bid: bid, Replayed: nums[0] == codeReplayed}}, nil
+	case nums[0] == codeKeyReused:
+		return Decision{Err: bidgate.ErrIdempotencyKeyReused}, nil
+	case nums[0] == codeTooLow && len(a) == 3:
+		price, inc := bidgate.FromCents(nums[1]), bidgate.FromCents(nums[2])
+		return Decision{Err: &bidgate.BidTooLowError{CurrentPrice: price, MinimumBid: price.Add(inc)}}, nil
+	case nums[0] == codeClosed:
+		return Decision{Err: bidgate.ErrAuctionClosed}, nil
+	case nums[0] == codeSelfBidding:
+		return Decision{Err: bidgate.ErrSelfBidding}, nil
+	}
+	return Decision{}, fmt.Errorf("bad result %v", v)
+}
+

@@ -1,0 +1,166 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"bidgate"
+)
+
+var (
+	//go:embed lua/load_state.lua
+	loadStateLua    string
+	loadStateScript = redis.NewScript(loadStateLua)
+)
+
+// record is a bid as bid_batch.lua keeps it under its request id, so that
+// a replay is answered with the original. Lua writes it on the hot path;
+// Load writes it here for bids PostgreSQL holds (TestRecordCodec pins the
+// two together).
+func record(b bidgate.Bid) string {
+	return strconv.FormatInt(b.Seq, 10) + "|" + strconv.FormatInt(b.AcceptedAt.UnixMicro(), 10) + "|" +
+		strconv.FormatInt(b.EndTime.UnixMicro(), 10) + "|" + strconv.FormatInt(b.BidderID, 10) + "|" +
+		strconv.FormatInt(bidgate.Cents(b.Amount), 10)
+}
+
+// Load writes a hot auction's state and the request records of the bids
+// PostgreSQL holds into Redis. With overwrite false it writes only when
+// Redis has no state (once Redis has it, Redis is ahead of PostgreSQL and
+// wins); promotion overwrites, under the PostgreSQL row lock. It reports
+// whether it wrote.
+func (s *Store) Load(ctx context.Context, a bidgate.Auction, bids []bidgate.Bid, overwrite bool) (bool, error) {
+	force := "0"
+	if overwrite {
+		force = "1"
+	}
+	leader := ""
+	if a.LeaderID != 0 {
+		leader = strconv.FormatInt(a.LeaderID, 10)
+	}
+	args := []any{force,
+		"price", bidgate.Cents(a.CurrentPrice), "inc", bidgate.Cents(a.MinIncrement), "leader", leader,
+		"end_us", a.EndTime.UnixMicro(), "status", string(a.Status),
+		"window_us", a.ExtendWindow.Microseconds(), "by_us", a.ExtendBy.Microseconds(), "seq", a.BidCount,
+		"seller", a.SellerID}
+	for _, b := range bids {
+		args = append(args, b.RequestID.String(), record(b))
+	}
+	k := KeysOf(a.ID)
+	n, err := loadStateScript.Run(ctx, s.rdb, []string{k.State, k.Reqs}, args...).Int()
+	if err != nil {
+		return false, unavailable(fmt.Errorf("write auction %d to Redis: %w", a.ID, err))
+	}
+	return n == 1, nil
+}
+
+// KnowsRequest reports whether the auction holds a bid under the request id.
+func (s *Store) KnowsRequest(ctx context.Context, r bidgate.BidRequest) (bool, error) {
+	ok, err := s.rdb.HExists(ctx, KeysOf(r.AuctionID).Reqs, r.RequestID.String()).Result()
+	if err != nil {
+		return false, unavailable(fmt.Errorf("look up request %s: %w", r.RequestID, err))
+	}
+	return ok, nil
+}
+
+// State is the live part of a hot auction's state.
+type State struct {
+	PriceCents int64
+	LeaderID   int64 // 0: nobody
+	EndUs      int64
+	Status     bidgate.Status
+	Seq        int64
+}
+
+// Apply overlays the live state on an auction as PostgreSQL has it.
+func (st State) Apply(a bidgate.Auction) bidgate.Auction {
+	a.CurrentPrice, a.LeaderID, a.Status = bidgate.FromCents(st.PriceCents), st.LeaderID, st.Status
+	a.EndTime, a.BidCount = time.UnixMicro(st.EndUs).UTC(), st.Seq
+	return a
+}
+
+var stateFields = []string{"price", "leader", "end_us", "status", "seq"}
+
+// States reads the live state of hot auctions in one round trip; an
+// auction Redis has no state for is absent from the map.
+func (s *Store) States(ctx context.Context, ids ...int64) (map[int64]State, error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HMGet(ctx, KeysOf(id).State, stateFields...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, unavailable(fmt.Errorf("read %d auctions from Redis: %w", len(ids), err))
+	}
+	states := make(map[int64]State, len(ids))
+	for i, id := range ids {
+		v := cmds[i].Val()
+		if v[0] == nil {
+			continue
+		}
+		st, err := parseState(v)
+		if err != nil {
+			return nil, fmt.Errorf("auction %d in Redis: %w", id, err)
+		}
+		states[id] = st
+	}
+	return states, nil
+}
+
+func parseState(v []any) (State, error) {
+	var st State
+	var err error
+	for i, dst := range []*int64{&st.PriceCents, nil, &st.EndUs, nil, &st.Seq} {
+		if dst != nil {
+			if *dst, err = intReply(v[i]); err != nil {
+				return st, fmt.Errorf("field %s: %w", stateFields[i], err)
+			}
+		}
+	}
+	if st.LeaderID, err = idReply(v[1]); err != nil {
+		return st, fmt.Errorf("leader: %w", err)
+	}
+	status, _ := v[3].(string)
+	st.Status = bidgate.Status(status)
+	return st, nil
+}
+
+// State reads one hot auction's live state; it fails with ErrNoState.
+func (s *Store) State(ctx context.Context, id int64) (State, error) {
+	states, err := s.States(ctx, id)
+	if err != nil {
+		return State{}, err
+	}
+	st, ok := states[id]
+	if !ok {
+		return State{}, ErrNoState
+	}
+	return st, nil
+}
+
+// Expire gives closed auctions' keys a time to live.
+func (s *Store) Expire(ctx context.Context, ttl time.Duration, ids ...int64) error {
+	pipe := s.rdb.Pipeline()
+	for _, id := range ids {
+		for _, key := range KeysOf(id).all() {
+			pipe.Expire(ctx, key, ttl)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("expire %d auctions' keys: %w", len(ids), err)
+	}
+	return nil
+}
+
+// Delete removes auctions' keys (scratch auctions of the load-test harness).
+func (s *Store) Delete(ctx context.Context, ids ...int64) error {
+	var keys []string
+	for _, id := range ids {
+		keys = append(keys, KeysOf(id).all()...)
+	}
+	return s.rdb.Del(ctx, keys...).Err()
+}

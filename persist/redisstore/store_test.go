@@ -1,0 +1,105 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+
+	"bidgate"
+	"bidgate/persist/pgtest"
+	"bidgate/persist/redisstore"
+)
+
+var ctx = context.Background()
+
+// scratch loads a fresh hot auction (an id far past any real auction)
+// and deletes its keys after the test.
+func scratch(t *testing.T, rs *redisstore.Store, bids ...bidgate.Bid) bidgate.Auction {
+	t.Helper()
+	a := bidgate.Auction{ID: 1<<52 + time.Now().UnixNano()%1e12, SellerID: 1, CurrentPrice: decimal.NewFromInt(100),
+		MinIncrement: decimal.NewFromInt(1), Status: bidgate.StatusOpen, EndTime: time.Now().Add(time.Hour),
+		ExtendBy: time.Second, BidCount: int64(len(bids))}
+	for i := range bids {
+		bids[i].AuctionID = a.ID
+	}
+	if wrote, err := rs.Load(ctx, a, bids, false); err != nil || !wrote {
+		t.Fatalf("load: wrote %v, %v", wrote, err)
+	}
+	t.Cleanup(func() {
+		if err := rs.Delete(context.Background(), a.ID); err != nil {
+			t.Error(err)
+		}
+	})
+	return a
+}
+
+// TestRecordCodec: a bid Load wrote from Go (as PostgreSQL holds it) is
+// recognized by bid_batch.lua's own record parser: the same request is a
+// replay with the original seq and times, another amount a reused key.
+func TestRecordCodec(t *testing.T) {
+	rs := redisstore.New(pgtest.Redis(t))
+	at := time.UnixMicro(1_700_000_000_123_456).UTC()
+	stored := bidgate.Bid{BidderID: 42, Amount: decimal.RequireFromString("123.45"), RequestID: uuid.New(),
+		Seq: 1, AcceptedAt: at, EndTime: at.Add(time.Hour)}
+	a := scratch(t, rs, stored)
+	same := bidgate.BidRequest{AuctionID: a.ID, BidderID: 42, Amount: stored.Amount, RequestID: stored.RequestID}
+	other := same
+	other.Amount = decimal.RequireFromString("123.46")
+	_, out, err := rs.DecideBids(ctx, a.ID, []bidgate.BidRequest{same, other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out[0].Result
+	if out[0].Err != nil || !got.Replayed || got.Bid.Seq != 1 || !got.Bid.AcceptedAt.Equal(at) || !got.Bid.EndTime.Equal(stored.EndTime) {
+		t.Fatalf("replay of a loaded bid: %+v", out[0])
+	}
+	if !errors.Is(out[1].Err, bidgate.ErrIdempotencyKeyReused) {
+		t.Fatalf("same key, other amount: %+v", out[1])
+	}
+}
+
+// TestBatchPublishesState: a batch that accepts bids publishes the state
+// after it, in the format ParseUpdate reads; one that accepts none is
+// silent.
+func TestBatchPublishesState(t *testing.T) {
+	rdb := pgtest.Redis(t)
+	rs := redisstore.New(rdb)
+	a := scratch(t, rs)
+	sub := rdb.Subscribe(ctx, redisstore.Channel(a.ID))
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bid := func(bidder int64, amount string) bidgate.BidRequest {
+		return bidgate.BidRequest{AuctionID: a.ID, BidderID: bidder, Amount: decimal.RequireFromString(amount), RequestID: uuid.New()}
+	}
+	if _, _, err := rs.DecideBids(ctx, a.ID, []bidgate.BidRequest{bid(2, "50")}); err != nil { // too low
+		t.Fatal(err)
+	}
+	sum, out, err := rs.DecideBids(ctx, a.ID, []bidgate.BidRequest{bid(2, "101"), bid(3, "105.50"), bid(4, "102")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[0].Err != nil || out[1].Err != nil || !errors.Is(out[2].Err, bidgate.ErrBidTooLow) {
+		t.Fatalf("outcomes %+v", out)
+	}
+	recv, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	msg, err := sub.ReceiveMessage(recv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := redisstore.ParseUpdate(msg.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := redisstore.Update{AuctionID: a.ID, PriceCents: 10550, LeaderID: 3, EndUs: sum.EndUs, Status: bidgate.StatusOpen,
+		Seq: 2, UpdatedUs: out[1].Result.Bid.AcceptedAt.UnixMicro()}
+	if u != want {
+		t.Fatalf("published %+v, want %+v (the first message, so the too-low batch published nothing)", u, want)
+	}
+}
