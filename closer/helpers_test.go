@@ -14,8 +14,8 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
-	"bidgate/persist/redisstore"
 	"bidgate/persist/pgtest"
+	"bidgate/persist/redisstore"
 	"bidgate/shard"
 )
 

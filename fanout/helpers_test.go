@@ -27,8 +27,8 @@ import (
 
 	"bidgate"
 	"bidgate/persist/pgtest"
-	"bidgate/problem"
 	"bidgate/persist/redisstore"
+	"bidgate/problem"
 	"bidgate/shard"
 )
 

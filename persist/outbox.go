@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
-	"bidgate/persist/pgstore"
 	pkafka "bidgate/persist/kafka"
+	"bidgate/persist/pgstore"
 	"bidgate/retry"
 )
 

@@ -17,10 +17,10 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
-	"bidgate/persist/redisstore"
 	"bidgate/persist"
 	"bidgate/persist/kafka"
 	"bidgate/persist/pgtest"
+	"bidgate/persist/redisstore"
 	"bidgate/shard"
 )
 

@@ -14,10 +14,10 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
-	"bidgate/persist/pgstore"
-	"bidgate/persist/redisstore"
 	"bidgate/persist"
 	"bidgate/persist/kafka"
+	"bidgate/persist/pgstore"
+	"bidgate/persist/redisstore"
 )
 
 // The persisted position counts only bids with none missing before them,

@@ -97,8 +97,8 @@ type Reconciliation struct {
 // logHead is one auction as a pass sees it.
 type logHead struct {
 	id        int64
-	persisted int64  // PostgreSQL's position
-	seq       int64  // Redis's: bids accepted
+	persisted int64               // PostgreSQL's position
+	seq       int64               // Redis's: bids accepted
 	first     redisstore.StreamID // the first log entry past persisted; zero if not read
 	firstSeq  int64
 	firstUs   int64               // its acceptance time

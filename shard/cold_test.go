@@ -13,8 +13,8 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
-	"bidgate/persist/redisstore"
 	"bidgate/persist/pgtest"
+	"bidgate/persist/redisstore"
 )
 
 var ctx = context.Background()

@@ -14,8 +14,8 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
-	"bidgate/persist/redisstore"
 	"bidgate/persist/pgtest"
+	"bidgate/persist/redisstore"
 )
 
 func newHotAuction(t testing.TB, s *Service, start, inc string, d, window, by time.Duration) bidgate.Auction {

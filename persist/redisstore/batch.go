@@ -140,4 +140,3 @@ func parseDecision(v any, r bidgate.BidRequest) (Decision, error) {
 	}
 	return Decision{}, fmt.Errorf("bad result %v", v)
 }
-
