@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
+	"github.com/valyala/fasthttp/pprofhandler"
 	"golang.org/x/time/rate"
 
 	"bidgate"
@@ -174,6 +175,9 @@ func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *
 	ad.GET("/healthz", s.route("healthz", s.healthz))
 	ad.GET("/readyz", s.route("readyz_detail", s.readyzDetail))
 	ad.GET("/metrics", fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	// Go's profiler (CPU, heap, goroutines), for operators: a profile of a
+	// node under real load is how its CPU per bid gets cut.
+	ad.GET("/debug/pprof/{profile:*}", s.route("pprof", s.authorized(auth.ScopeOperator, func(ctx *fasthttp.RequestCtx, _ auth.Principal) { pprofhandler.PprofHandler(ctx) })))
 	ad.NotFound = r.NotFound
 	ad.MethodNotAllowed = r.MethodNotAllowed
 	ad.PanicHandler = s.recovered

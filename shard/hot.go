@@ -94,6 +94,8 @@ func (h *hot) runBatch(ctx context.Context, auctionID int64, reqs []hotRequest) 
 }
 
 // takeTokens refuses, in out, the bids whose bidders are over their rate.
+// A bid the price cache refuses takes no token: the script refuses it too
+// (or answers it as the replay it is).
 func (h *hot) takeTokens(ctx context.Context, reqs []hotRequest, out []hotOutcome) error {
 	if h.limiter.off() {
 		return nil
@@ -101,7 +103,7 @@ func (h *hot) takeTokens(ctx context.Context, reqs []hotRequest, out []hotOutcom
 	var bidders []int64
 	var at []int
 	for i, r := range reqs {
-		if !r.limited {
+		if !r.limited && h.cache.refuses(r.BidRequest) == nil {
 			bidders, at = append(bidders, r.BidderID), append(at, i)
 		}
 	}

@@ -30,7 +30,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		earlyRejects: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_early_rejects_total",
-			Help: "Bids refused from the node's price cache without the serializing store.",
+			Help: "Cold bids refused from the node's price cache without the serializing store.",
 		}),
 		rateLimited: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_rate_limited_total",

@@ -158,12 +158,17 @@ func (s *Service) PlaceBid(ctx context.Context, r bidgate.BidRequest) (bidgate.B
 }
 
 func (s *Service) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidResult, error) {
-	_, isHot := s.hotIDs.Load(r.AuctionID)
+	if _, isHot := s.hotIDs.Load(r.AuctionID); isHot {
+		// The batch script answers a hopeless bid along with the rest of
+		// its batch (replays first, as always), so the price cache only
+		// spares it a token there: no round trip of its own.
+		return s.hot.placeBid(ctx, r, false)
+	}
 	if refusal := s.cache.refuses(r); refusal != nil {
 		// A replay of an accepted bid is always below the current price, and
 		// replays are answered before anything else: only a key the store
 		// does not know may be refused from the cache.
-		known, err := s.knowsRequest(ctx, r, isHot)
+		known, err := s.knowsRequest(ctx, r)
 		if err != nil {
 			return bidgate.BidResult{}, err
 		}
@@ -171,9 +176,6 @@ func (s *Service) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.B
 			s.metrics.earlyRejects.Inc()
 			return bidgate.BidResult{}, refusal
 		}
-	}
-	if isHot {
-		return s.hot.placeBid(ctx, r, false)
 	}
 	if err := s.limiter.allow(ctx, r.BidderID); err != nil {
 		return bidgate.BidResult{}, err
@@ -189,10 +191,9 @@ func (s *Service) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.B
 	return res, err
 }
 
-func (s *Service) knowsRequest(ctx context.Context, r bidgate.BidRequest, isHot bool) (bool, error) {
-	if isHot {
-		return s.rs.KnowsRequest(ctx, r)
-	}
+// knowsRequest reports whether a cold auction holds a bid under the key
+// (or turned hot: then the hot path decides).
+func (s *Service) knowsRequest(ctx context.Context, r bidgate.BidRequest) (bool, error) {
 	v, err := s.cold.lookUp(ctx, r)
 	if err != nil {
 		return false, err

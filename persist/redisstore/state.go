@@ -58,14 +58,6 @@ func (s *Store) Load(ctx context.Context, a bidgate.Auction, bids []bidgate.Bid,
 	return n == 1, nil
 }
 
-// KnowsRequest reports whether the auction holds a bid under the request id.
-func (s *Store) KnowsRequest(ctx context.Context, r bidgate.BidRequest) (bool, error) {
-	ok, err := s.rdb.HExists(ctx, KeysOf(r.AuctionID).Reqs, r.RequestID.String()).Result()
-	if err != nil {
-		return false, unavailable(fmt.Errorf("look up request %s: %w", r.RequestID, err))
-	}
-	return ok, nil
-}
 
 // State is the live part of a hot auction's state.
 type State struct {
