@@ -58,7 +58,6 @@ func (s *Store) Load(ctx context.Context, a bidgate.Auction, bids []bidgate.Bid,
 	return n == 1, nil
 }
 
-
 // State is the live part of a hot auction's state.
 type State struct {
 	PriceCents int64
