@@ -65,8 +65,9 @@ func TestCloseBurst(t *testing.T) {
 	if _, err := e.db.Exec(ctx, `SELECT pg_sleep_until(max(end_time)) FROM auction`); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "every auction closed", func() bool {
-		return count(t, e.db, `SELECT count(*) FROM auction WHERE status = 'OPEN'`) == 0
+	eventually(t, 30*time.Second, "no auction left open", func() (int, bool) {
+		open := count(t, e.db, `SELECT count(*) FROM auction WHERE status = 'OPEN'`)
+		return open, open == 0
 	})
 	stop()
 	wg.Wait()
@@ -232,7 +233,11 @@ WHERE id = $1 RETURNING end_time`, a.ID).Scan(&end); err != nil {
 	}
 	stored := 0
 	if hot {
-		stored = int(e.rdb.XLen(ctx, redisstore.KeysOf(a.ID).Log).Val())
+		n, err := e.rdb.XLen(ctx, redisstore.KeysOf(a.ID).Log).Result()
+		if err != nil {
+			t.Fatalf("run %d: log length: %v", run, err)
+		}
+		stored = int(n)
 	} else {
 		stored = count(t, e.db, `SELECT count(*) FROM bid WHERE auction_id = $1`, a.ID)
 	}

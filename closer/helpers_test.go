@@ -59,7 +59,9 @@ func (e *env) newAuction(t testing.TB, hot bool, start string, window time.Durat
 	if hot {
 		k := redisstore.KeysOf(a.ID)
 		t.Cleanup(func() {
-			e.rdb.Del(context.Background(), k.State, k.Reqs, k.Log, k.Relayed, k.Persisted)
+			if err := e.rdb.Del(context.Background(), k.State, k.Reqs, k.Log, k.Relayed, k.Persisted).Err(); err != nil {
+				t.Errorf("delete the keys of auction %d: %v", a.ID, err)
+			}
 		})
 	}
 	return a
@@ -234,16 +236,29 @@ func metricValue(t testing.TB, reg *prometheus.Registry, name string, labels ...
 	return sum
 }
 
-// eventually polls cond every few milliseconds until it holds, failing the
-// test after limit. Only for work done by background goroutines.
-func eventually(t testing.TB, limit time.Duration, what string, cond func() bool) {
+// eventually re-checks cond every few milliseconds until it holds and
+// returns the value it saw then; after limit it fails the test naming what
+// was awaited and the last value seen. Only for state nothing announces
+// (rows or metrics a background goroutine writes).
+func eventually[T any](t testing.TB, limit time.Duration, what string, cond func() (T, bool)) T {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %v waiting for %s", limit, what)
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		seen, ok := cond()
+		if ok {
+			return seen
 		}
-		time.Sleep(5 * time.Millisecond)
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			if seen, ok = cond(); !ok {
+				t.Fatalf("gave up after %v waiting for %s; last seen: %v", limit, what, seen)
+			}
+			return seen
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package closer
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"sync"
@@ -31,7 +32,16 @@ SELECT 'auction-closed', g, json_build_object('auctionId', g, 'winnerId', g + 1,
 }
 
 func unpublished(t testing.TB, db *pgxpool.Pool) int {
+	t.Helper()
 	return count(t, db, `SELECT count(*) FROM outbox WHERE published_at IS NULL`)
+}
+
+// unpublishedNone is a condition for eventually: the unpublished rows, and
+// whether there are none.
+func unpublishedNone(t testing.TB, db *pgxpool.Pool) (int, bool) {
+	t.Helper()
+	n := unpublished(t, db)
+	return n, n == 0
 }
 
 // checkMessages asserts that msgs carry every auction-closed outbox row,
@@ -78,7 +88,11 @@ func readTopic(t testing.TB, addrs []string, n int) []kafka.Message {
 	t.Helper()
 	r := kafka.NewReader(kafka.ReaderConfig{Brokers: addrs, Topic: pkafka.TopicAuctionClosed, Partition: 0,
 		MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 100 * time.Millisecond})
-	defer r.Close()
+	defer func() {
+		if err := r.Close(); err != nil {
+			t.Errorf("close the reader: %v", err)
+		}
+	}()
 	readCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	msgs := make([]kafka.Message, 0, n)
@@ -184,12 +198,15 @@ func TestOutboxRelayKafkaFailures(t *testing.T) {
 				runCtx, stop := context.WithCancel(ctx)
 				done := make(chan error, 1)
 				go func() { done <- relay.Run(runCtx) }()
-				eventually(t, 30*time.Second, "failed passes while the broker is down", func() bool { return failures() >= float64(tc.fail) })
+				eventually(t, 30*time.Second, fmt.Sprintf("%d failed passes while the broker is down", tc.fail), func() (float64, bool) {
+					f := failures()
+					return f, f >= float64(tc.fail)
+				})
 				if left := unpublished(t, db); left != n {
 					t.Fatalf("%d rows unpublished while the broker is down, want %d", left, n)
 				}
 				startBroker(t, port)
-				eventually(t, 30*time.Second, "every row published", func() bool { return unpublished(t, db) == 0 })
+				eventually(t, 30*time.Second, "no row left unpublished", func() (int, bool) { return unpublishedNone(t, db) })
 				stop()
 				if err := <-done; err != nil {
 					t.Fatal(err)
@@ -209,9 +226,9 @@ func TestOutboxRelayKafkaFailures(t *testing.T) {
 				// Back on its port: the writer finds it again, perhaps after
 				// a pass or two that still fail.
 				startBroker(t, port)
-				eventually(t, 30*time.Second, "every row published once the broker is back", func() bool {
+				eventually(t, 30*time.Second, fmt.Sprintf("a pass publishing all %d rows once the broker is back", n), func() (string, bool) {
 					published, err := relay.PublishPending(ctx)
-					return err == nil && published == n
+					return fmt.Sprintf("%d published, err %v", published, err), err == nil && published == n
 				})
 			}
 			checkMessages(t, db, readTopic(t, addrs, n))
@@ -233,7 +250,9 @@ func TestOutboxRelayBrokerDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
 	addrs := []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 
 	w := pkafka.NewWriter(addrs, pkafka.TopicAuctionClosed, pkafka.Security{})
@@ -246,8 +265,9 @@ func TestOutboxRelayBrokerDown(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- relay.Run(runCtx) }()
 
-	eventually(t, 20*time.Second, "two failed writes", func() bool {
-		return metricValue(t, reg, "bidgate_outbox_publish_failures_total", "cause", "kafka") >= 2
+	eventually(t, 20*time.Second, "two failed writes", func() (float64, bool) {
+		f := metricValue(t, reg, "bidgate_outbox_publish_failures_total", "cause", "kafka")
+		return f, f >= 2
 	})
 	if left := unpublished(t, db); left != n {
 		t.Fatalf("%d rows unpublished while the broker is down, want %d", left, n)
@@ -255,7 +275,7 @@ func TestOutboxRelayBrokerDown(t *testing.T) {
 
 	broker := startBroker(t, port)
 	t0 := time.Now()
-	eventually(t, 20*time.Second, "every row published", func() bool { return unpublished(t, db) == 0 })
+	eventually(t, 20*time.Second, "no row left unpublished", func() (int, bool) { return unpublishedNone(t, db) })
 	t.Logf("published %v after the broker came back", time.Since(t0))
 	stop()
 	if err := <-done; err != nil {
@@ -285,7 +305,7 @@ func TestTwoOutboxRelays(t *testing.T) {
 			}
 		})
 	}
-	eventually(t, 30*time.Second, "every row published", func() bool { return unpublished(t, db) == 0 })
+	eventually(t, 30*time.Second, "no row left unpublished", func() (int, bool) { return unpublishedNone(t, db) })
 	stop()
 	wg.Wait()
 
@@ -314,9 +334,10 @@ func TestOutboxRelayWakesOnNotify(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- relay.Run(runCtx) }()
-	eventually(t, 10*time.Second, "the relay to listen", func() bool {
-		return count(t, e.db, `SELECT count(*) FROM pg_stat_activity
-WHERE datname = current_database() AND query = 'LISTEN outbox' AND state = 'idle'`) == 1
+	eventually(t, 10*time.Second, "one idle connection listening on outbox", func() (int, bool) {
+		n := count(t, e.db, `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND query = 'LISTEN outbox' AND state = 'idle'`)
+		return n, n == 1
 	})
 
 	a := e.newAuction(t, false, "100", 0)
@@ -325,7 +346,7 @@ WHERE datname = current_database() AND query = 'LISTEN outbox' AND state = 'idle
 	if n, err := e.closer.CloseDue(ctx); err != nil || n != 1 {
 		t.Fatalf("closed %d: %v", n, err)
 	}
-	eventually(t, 10*time.Second, "the event published", func() bool { return unpublished(t, e.db) == 0 })
+	eventually(t, 10*time.Second, "the event published", func() (int, bool) { return unpublishedNone(t, e.db) })
 	stop()
 	if err := <-done; err != nil {
 		t.Fatal(err)

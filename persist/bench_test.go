@@ -27,7 +27,7 @@ func BenchmarkPersisterThroughput(b *testing.B) {
 		auctions[i] = p.hotAuction().ID
 	}
 	w := kafka.NewWriter(p.broker.Addrs(), kafka.TopicBidAccepted, kafka.Security{})
-	defer w.Close()
+	p.closeAtEnd("writer", w.Close)
 	msgs := make([]kafkago.Message, 0, 1000)
 	flush := func() {
 		if err := w.WriteMessages(context.Background(), msgs...); err != nil {
@@ -38,9 +38,12 @@ func BenchmarkPersisterThroughput(b *testing.B) {
 	now := time.Now().UTC()
 	for i := range b.N {
 		a := auctions[i%len(auctions)]
-		v, _ := json.Marshal(bidgate.BidAccepted{AuctionID: a, BidderID: int64(i + 1), Amount: strconv.Itoa(200+i) + ".00",
+		v, err := json.Marshal(bidgate.BidAccepted{AuctionID: a, BidderID: int64(i + 1), Amount: strconv.Itoa(200+i) + ".00",
 			RequestID: uuid.NewString(), Seq: int64(i/len(auctions) + 1), AcceptedAt: now, EndTime: now.Add(time.Hour),
 			StreamID: strconv.Itoa(i+1) + "-0"})
+		if err != nil {
+			b.Fatal(err)
+		}
 		msgs = append(msgs, kafkago.Message{Key: []byte(strconv.FormatInt(a, 10)), Value: v})
 		if len(msgs) == cap(msgs) {
 			flush()

@@ -3,6 +3,7 @@ package persist_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"sync"
@@ -31,26 +32,47 @@ type pipeline struct {
 	shard  *shard.Service
 	broker *kafka.Embedded
 	port   int
+	// wrote gets a signal after each batch a persister of the pipeline
+	// committed: waits on the bid table re-check only then.
+	wrote chan struct{}
 }
 
 func newPipeline(t testing.TB) *pipeline {
+	t.Helper()
 	db, _ := pgtest.New(t, 16)
 	rdb := pgtest.Redis(t)
-	p := &pipeline{t: t, db: db, rdb: rdb,
+	p := &pipeline{t: t, db: db, rdb: rdb, wrote: make(chan struct{}, 1),
 		shard: shard.New(db, rdb, shard.Config{RateLimit: -1, PromoteRate: -1}, prometheus.NewRegistry())}
 	p.startBroker(0)
 	return p
 }
 
 func (p *pipeline) startBroker(port int) {
+	p.t.Helper()
 	b, err := kafka.StartEmbedded(port, 4)
 	if err != nil {
 		p.t.Fatal(err)
 	}
 	p.broker = b
-	_, portStr, _ := net.SplitHostPort(b.Addrs()[0])
-	p.port, _ = strconv.Atoi(portStr)
 	p.t.Cleanup(b.Close)
+	_, portStr, err := net.SplitHostPort(b.Addrs()[0])
+	if err != nil {
+		p.t.Fatalf("broker address %s: %v", b.Addrs()[0], err)
+	}
+	if p.port, err = strconv.Atoi(portStr); err != nil {
+		p.t.Fatalf("broker address %s: %v", b.Addrs()[0], err)
+	}
+}
+
+// announce makes per signal p.wrote after each batch it commits.
+func (p *pipeline) announce(per *persist.Persister) {
+	persist.SetAfterInsert(per, func() error {
+		select {
+		case p.wrote <- struct{}{}:
+		default: // a signal is pending: the waiter re-checks after this batch anyway
+		}
+		return nil
+	})
 }
 
 // run starts fn in the background until the test ends.
@@ -70,17 +92,30 @@ func (p *pipeline) run(fn func(ctx context.Context) error) (stop func()) {
 
 func (p *pipeline) relay(cfg persist.RelayConfig) *persist.Relay {
 	w := kafka.NewWriter(p.broker.Addrs(), kafka.TopicBidAccepted, kafka.Security{})
-	p.t.Cleanup(func() { w.Close() })
+	p.closeAtEnd("writer", w.Close)
 	return persist.NewRelay(p.db, p.rdb, w, cfg, prometheus.NewRegistry())
 }
 
+// persister returns a persister in group that announces its batches.
 func (p *pipeline) persister(group string) *persist.Persister {
 	r := kafka.NewReader(p.broker.Addrs(), kafka.TopicBidAccepted, group, kafka.Security{})
-	p.t.Cleanup(func() { r.Close() })
-	return persist.NewPersister(p.db, p.rdb, r, persist.PersisterConfig{}, prometheus.NewRegistry())
+	p.closeAtEnd("reader", r.Close)
+	per := persist.NewPersister(p.db, p.rdb, r, persist.PersisterConfig{}, prometheus.NewRegistry())
+	p.announce(per)
+	return per
+}
+
+// closeAtEnd closes a Kafka client when the test ends.
+func (p *pipeline) closeAtEnd(what string, closeIt func() error) {
+	p.t.Cleanup(func() {
+		if err := closeIt(); err != nil {
+			p.t.Errorf("close the Kafka %s: %v", what, err)
+		}
+	})
 }
 
 func (p *pipeline) hotAuction() bidgate.Auction {
+	p.t.Helper()
 	a, err := p.shard.CreateAuction(context.Background(), bidgate.NewAuction{SellerID: 9_000_001, Title: "hot",
 		StartPrice: decimal.NewFromInt(100), MinIncrement: decimal.NewFromInt(1),
 		EndTime: time.Now().Add(time.Hour), ExtendBy: time.Second, Hot: true})
@@ -127,24 +162,55 @@ func (p *pipeline) bid(auction int64, n int, from int64) map[uuid.UUID]bool {
 	return accepted
 }
 
-// waitForBids waits, bounded, until the bid table holds want rows for the
-// auction, then returns their request ids.
+// waitFor checks cond, then again each time wake delivers (nil wake: every
+// 10ms, for state nothing announces), until it holds; it returns the value
+// cond saw then. After limit it fails naming what was awaited and the last
+// value seen.
+func waitFor[T any](tb testing.TB, limit time.Duration, what string, wake <-chan struct{}, cond func() (T, bool)) T {
+	tb.Helper()
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	var tick <-chan time.Time
+	if wake == nil {
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		seen, ok := cond()
+		if ok {
+			return seen
+		}
+		select {
+		case <-wake:
+		case <-tick:
+		case <-deadline.C:
+			if seen, ok = cond(); !ok {
+				tb.Fatalf("gave up after %v waiting for %s; last seen: %v", limit, what, seen)
+			}
+			return seen
+		}
+	}
+}
+
+// bidRows counts the bid table's rows matching where.
+func (p *pipeline) bidRows(where string, args ...any) int {
+	p.t.Helper()
+	var n int
+	if err := p.db.QueryRow(context.Background(), `SELECT count(*) FROM bid WHERE `+where, args...).Scan(&n); err != nil {
+		p.t.Fatal(err)
+	}
+	return n
+}
+
+// waitForBids waits, bounded, until the pipeline's persisters have written
+// want rows for the auction, then returns their request ids.
 func (p *pipeline) waitForBids(auction int64, want int) map[uuid.UUID]bool {
 	p.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var n int
-		if err := p.db.QueryRow(context.Background(), `SELECT count(*) FROM bid WHERE auction_id = $1`, auction).Scan(&n); err != nil {
-			p.t.Fatal(err)
-		}
-		if n >= want {
-			break
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("after 60s the bid table holds %d of %d bids", n, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(p.t, 60*time.Second, fmt.Sprintf("%d bids of auction %d in PostgreSQL", want, auction), p.wrote, func() (int, bool) {
+		n := p.bidRows(`auction_id = $1`, auction)
+		return n, n >= want
+	})
 	rows, err := p.db.Query(context.Background(), `SELECT request_id FROM bid WHERE auction_id = $1`, auction)
 	if err != nil {
 		p.t.Fatal(err)
@@ -156,6 +222,9 @@ func (p *pipeline) waitForBids(auction int64, want int) map[uuid.UUID]bool {
 			p.t.Fatal(err)
 		}
 		ids[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		p.t.Fatal(err)
 	}
 	return ids
 }
@@ -283,40 +352,31 @@ func TestKafkaUnavailable(t *testing.T) {
 	p.checkSame(a, accepted)
 }
 
-// waitForTotal waits, bounded, until the bid table holds n rows.
+// waitForTotal waits, bounded, until the pipeline's persisters have written
+// n rows in all.
 func (p *pipeline) waitForTotal(n int) {
 	p.t.Helper()
-	deadline := time.Now().Add(120 * time.Second)
-	for {
-		var got int
-		if err := p.db.QueryRow(context.Background(), `SELECT count(*) FROM bid`).Scan(&got); err != nil {
-			p.t.Fatal(err)
-		}
-		if got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("after 120s the bid table holds %d of %d bids", got, n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(p.t, 120*time.Second, fmt.Sprintf("%d bids in PostgreSQL", n), p.wrote, func() (int, bool) {
+		got := p.bidRows(`true`)
+		return got, got >= n
+	})
 }
 
 // waitRelayed waits, bounded, until the relay's cursor reaches the newest
-// entry of the auction's log.
+// entry of the auction's log. Nothing announces the cursor's moves (a SET
+// after the produce), so this polls.
 func (p *pipeline) waitRelayed(auction int64) {
 	p.t.Helper()
 	k := redisstore.KeysOf(auction)
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		last, err := p.rdb.XRevRangeN(context.Background(), k.Log, "+", "-", 1).Result()
-		if err != nil || len(last) == 0 {
-			p.t.Fatalf("log of auction %d: %v", auction, err)
-		}
-		if cur, _ := p.rdb.Get(context.Background(), k.Relayed).Result(); cur == last[0].ID {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	last, err := p.rdb.XRevRangeN(context.Background(), k.Log, "+", "-", 1).Result()
+	if err != nil || len(last) == 0 {
+		p.t.Fatalf("log of auction %d: %v", auction, err)
 	}
-	p.t.Fatal("the relay did not catch up within 30s")
+	waitFor(p.t, 30*time.Second, fmt.Sprintf("the relay cursor of auction %d at %s", auction, last[0].ID), nil, func() (string, bool) {
+		cur, err := p.rdb.Get(context.Background(), k.Relayed).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			p.t.Fatalf("relay cursor of auction %d: %v", auction, err)
+		}
+		return cur, cur == last[0].ID
+	})
 }

@@ -106,8 +106,8 @@ func TestReconcilerRepairsWhatKafkaLost(t *testing.T) {
 	if res.Unpersisted != 0 || res.Repaired != 0 || res.Oldest != 0 {
 		t.Fatalf("second pass: %+v, want nothing to do", res)
 	}
-	if n := p.rdb.XLen(context.Background(), redisstore.KeysOf(a.ID).Log).Val(); n != 0 {
-		t.Fatalf("the log still holds %d persisted entries", n)
+	if n, err := p.rdb.XLen(context.Background(), redisstore.KeysOf(a.ID).Log).Result(); err != nil || n != 0 {
+		t.Fatalf("the log still holds %d persisted entries (%v)", n, err)
 	}
 	if v := metric(t, reg, "bidgate_unpersisted_bids"); v != 0 {
 		t.Fatalf("bidgate_unpersisted_bids = %v after the repair", v)
@@ -187,27 +187,27 @@ func TestPersisterDropsForgedMessages(t *testing.T) {
 		forged(cold.ID, id(cold.ID), secret, nil),                   // signed, but a cold auction
 	}
 	w := kafka.NewWriter(p.broker.Addrs(), kafka.TopicBidAccepted, kafka.Security{})
-	t.Cleanup(func() { w.Close() })
+	p.closeAtEnd("writer", w.Close)
 	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
 		t.Fatal(err)
 	}
 
 	reg := prometheus.NewRegistry()
 	r := kafka.NewReader(p.broker.Addrs(), kafka.TopicBidAccepted, "persister", kafka.Security{})
-	t.Cleanup(func() { r.Close() })
-	p.run(persist.NewPersister(p.db, p.rdb, r, persist.PersisterConfig{Secret: secret}, reg).Run)
+	p.closeAtEnd("reader", r.Close)
+	persister := persist.NewPersister(p.db, p.rdb, r, persist.PersisterConfig{Secret: secret}, reg)
+	p.announce(persister)
+	p.run(persister.Run)
 	relay := persist.NewRelay(p.db, p.rdb, w, persist.RelayConfig{Secret: secret}, prometheus.NewRegistry())
 	p.run(relay.Run)
 	accepted := p.bid(hot.ID, 50, 100)
 	p.checkSame(hot, accepted) // the relay's signed bids are written
 
-	deadline := time.Now().Add(30 * time.Second)
-	for metric(t, reg, "bidgate_persister_rejected_messages_total") < 4 {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 30s %v messages rejected, want 4", metric(t, reg, "bidgate_persister_rejected_messages_total"))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// Rejections are counted before the batch's hook runs: re-check after each.
+	waitFor(t, 30*time.Second, "4 messages rejected", p.wrote, func() (float64, bool) {
+		n := metric(t, reg, "bidgate_persister_rejected_messages_total")
+		return n, n >= 4
+	})
 	var n int
 	if err := p.db.QueryRow(context.Background(), `SELECT count(*) FROM bid WHERE bidder_id = 666`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d forged bids written (%v)", n, err)

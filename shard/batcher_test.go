@@ -3,7 +3,9 @@ package shard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,7 +13,7 @@ import (
 )
 
 func TestBatcherGathersWaitingRequests(t *testing.T) {
-	release := make(chan struct{})
+	release, running := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	var sizes []int
 	b := newBatchers(64, 100, time.Minute, func(_ context.Context, _ int, reqs []int) ([]int, error) {
@@ -20,6 +22,7 @@ func TestBatcherGathersWaitingRequests(t *testing.T) {
 		first := len(sizes) == 1
 		mu.Unlock()
 		if first {
+			close(running)
 			<-release // hold the first call so that the others queue up
 		}
 		out := make([]int, len(reqs))
@@ -40,7 +43,7 @@ func TestBatcherGathersWaitingRequests(t *testing.T) {
 	}
 	wg.Add(1)
 	go do(0)
-	waitQueued(t, b, 1, 0) // the first request is in flight
+	await(t, running, "the first request in flight")
 	for i := 1; i <= 10; i++ {
 		wg.Add(1)
 		go do(i)
@@ -58,39 +61,77 @@ func TestBatcherGathersWaitingRequests(t *testing.T) {
 	}
 }
 
-// waitQueued waits until key's queue holds n requests (n = 0: until the
-// goroutine has taken everything).
+// waitQueued waits until key's queue holds n requests. Nothing announces
+// that a caller has queued (do then blocks on its answer), so this polls.
 func waitQueued[K comparable, Req, Res any](t *testing.T, b *batchers[K, Req, Res], key K, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	eventually(t, 5*time.Second, fmt.Sprintf("%d requests queued under %v", n, key), func() (int, bool) {
 		b.mu.Lock()
+		defer b.mu.Unlock()
 		q, ok := b.queues[key]
-		queued := -1
+		if !ok {
+			return -1, false
+		}
+		return len(q), len(q) == n
+	})
+}
+
+// eventually re-checks cond every millisecond until it holds and returns
+// the value it saw then; after limit it fails naming what was awaited and
+// the last value seen. Only for state nothing announces.
+func eventually[T any](t testing.TB, limit time.Duration, what string, cond func() (T, bool)) T {
+	t.Helper()
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		seen, ok := cond()
 		if ok {
-			queued = len(q)
+			return seen
 		}
-		b.mu.Unlock()
-		if queued == n {
-			return
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			if seen, ok = cond(); !ok {
+				t.Fatalf("gave up after %v waiting for %s; last seen: %v", limit, what, seen)
+			}
+			return seen
 		}
-		time.Sleep(time.Millisecond)
 	}
-	t.Fatalf("queue never reached %d requests", n)
+}
+
+// await waits, bounded, until ch is closed.
+func await(t testing.TB, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("gave up after 10s waiting for %s", what)
+	}
 }
 
 func TestBatcherFullQueueIsOverloaded(t *testing.T) {
-	release := make(chan struct{})
+	release, running := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
 	b := newBatchers(1, 2, time.Minute, func(_ context.Context, _ int, reqs []int) ([]int, error) {
+		if calls.Add(1) == 1 {
+			close(running)
+		}
 		<-release
 		return make([]int, len(reqs)), nil
 	})
 	var wg sync.WaitGroup
 	for i := range 3 { // one in flight, two queued
 		wg.Add(1)
-		go func() { defer wg.Done(); _, _ = b.do(context.Background(), 1, i) }()
+		go func() {
+			defer wg.Done()
+			if _, err := b.do(context.Background(), 1, i); err != nil {
+				t.Errorf("request %d: %v", i, err)
+			}
+		}()
 		if i == 0 {
-			waitQueued(t, b, 1, 0)
+			await(t, running, "the first request in flight")
 		}
 	}
 	waitQueued(t, b, 1, 2)

@@ -43,7 +43,9 @@ func TestEmbeddedBrokerRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		var v int
-		fmt.Sscan(string(m.Value), &v)
+		if _, err := fmt.Sscan(string(m.Value), &v); err != nil {
+			t.Fatalf("message %q: %v", m.Value, err)
+		}
 		if prev, ok := last[string(m.Key)]; ok && v <= prev {
 			t.Fatalf("key %s: %d after %d", m.Key, v, prev)
 		}

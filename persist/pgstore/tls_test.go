@@ -29,8 +29,14 @@ func TestPostgresTLSThroughTheURL(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the postgres user, who runs the server: %v", err)
 	}
-	uid, _ := strconv.Atoi(pg.Uid)
-	gid, _ := strconv.Atoi(pg.Gid)
+	uid, err := strconv.Atoi(pg.Uid)
+	if err != nil {
+		t.Fatalf("uid of postgres: %v", err)
+	}
+	gid, err := strconv.Atoi(pg.Gid)
+	if err != nil {
+		t.Fatalf("gid of postgres: %v", err)
+	}
 
 	dir, err := os.MkdirTemp("", "bidgate-pgtls-")
 	if err != nil {
@@ -110,6 +116,9 @@ func freePort(t *testing.T) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	port := ln.Addr().(*net.TCPAddr).Port
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return port
 }

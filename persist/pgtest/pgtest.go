@@ -50,10 +50,12 @@ func New(tb testing.TB, maxConns int32) (*pgxpool.Pool, string) {
 	if err != nil {
 		tb.Fatalf("connect to the test PostgreSQL server (%s): %v", AdminURL(), err)
 	}
-	defer admin.Close(ctx)
+	defer closeAdmin(tb, ctx, admin)
 
 	suffix := make([]byte, 6)
-	_, _ = rand.Read(suffix)
+	if _, err := rand.Read(suffix); err != nil {
+		tb.Fatal(err)
+	}
 	name := "bidgate_test_" + hex.EncodeToString(suffix)
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		tb.Fatalf("create test database: %v", err)
@@ -78,7 +80,9 @@ func New(tb testing.TB, maxConns int32) (*pgxpool.Pool, string) {
 	// Auction ids start at a random point, so that tests running at once
 	// against one Redis never share an auction's keys.
 	var offset [4]byte
-	_, _ = rand.Read(offset[:])
+	if _, err := rand.Read(offset[:]); err != nil {
+		tb.Fatal(err)
+	}
 	start := int64(binary.BigEndian.Uint32(offset[:]))<<8 + 1
 	if _, err := db.Exec(ctx, `SELECT setval('auction_id_seq', $1, false)`, start); err != nil {
 		tb.Fatalf("offset auction ids: %v", err)
@@ -86,7 +90,15 @@ func New(tb testing.TB, maxConns int32) (*pgxpool.Pool, string) {
 	return db, dbURL
 }
 
+func closeAdmin(tb testing.TB, ctx context.Context, admin *pgx.Conn) {
+	tb.Helper()
+	if err := admin.Close(ctx); err != nil {
+		tb.Errorf("close the admin connection: %v", err)
+	}
+}
+
 func drop(tb testing.TB, name string) {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	admin, err := pgx.Connect(ctx, AdminURL())
@@ -94,7 +106,7 @@ func drop(tb testing.TB, name string) {
 		tb.Errorf("drop test database %s: %v", name, err)
 		return
 	}
-	defer admin.Close(ctx)
+	defer closeAdmin(tb, ctx, admin)
 	if _, err := admin.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", name)); err != nil {
 		tb.Errorf("drop test database %s: %v", name, err)
 	}
@@ -122,6 +134,10 @@ func Redis(tb testing.TB) *redis.Client {
 	if err := rdb.Ping(context.Background()).Err(); err != nil {
 		tb.Fatalf("connect to the test Redis server (%s): %v", addr, err)
 	}
-	tb.Cleanup(func() { rdb.Close() })
+	tb.Cleanup(func() {
+		if err := rdb.Close(); err != nil {
+			tb.Errorf("close the test Redis client: %v", err)
+		}
+	})
 	return rdb
 }
