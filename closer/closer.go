@@ -7,7 +7,7 @@
 // auction is closed by one PostgreSQL statement per batch. A hot auction is
 // closed in Redis first, by a script that decides with Redis's clock, then
 // settled in PostgreSQL with Redis's final price and leader. Every closed
-// auction gets one outbox row in the closing transaction; OutboxRelay
+// auction gets one outbox row in the closing transaction; persist.OutboxRelay
 // publishes those rows to Kafka.
 //
 // Any number of Closers may run at once, in one process or many: rows are

@@ -80,11 +80,10 @@ func (r *OutboxRelay) Run(ctx context.Context) error {
 			r.observeBacklog(ctx)
 			l.wait(ctx, r.cfg.PollInterval)
 		}}
-	loop.Run(ctx, func(ctx context.Context) (bool, error) {
+	return loop.Run(ctx, func(ctx context.Context) (bool, error) {
 		n, err := r.PublishPending(ctx)
 		return n == r.cfg.BatchSize, err
 	})
-	return nil
 }
 
 // PublishPending publishes one batch of unpublished rows with one

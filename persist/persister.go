@@ -85,53 +85,35 @@ func NewPersister(db *pgxpool.Pool, rdb redis.UniversalClient, r Reader, cfg Per
 // back-off, a failed write with the same batch, and nothing is committed to
 // Kafka until its batch is in PostgreSQL.
 func (p *Persister) Run(ctx context.Context) error {
-	var (
-		fetchBackoff, writeBackoff retry.Backoff
-		fetching                   = retry.Streak{Task: "fetch bids from Kafka", Log: p.cfg.Log}
-		writing                    = retry.Streak{Task: "persist bids", Log: p.cfg.Log}
-	)
-	for {
-		msgs, err := p.fetch(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil && len(msgs) == 0 {
-			p.metrics.errors.WithLabelValues("kafka").Inc()
-			fetching.Fail(err)
-			if !fetchBackoff.Wait(ctx) {
-				return nil
+	var pending []kafka.Message // fetched, not yet in PostgreSQL: written again after a failure
+	loop := retry.Loop{Task: "persist bids from Kafka", Log: p.cfg.Log}
+	return loop.Run(ctx, func(ctx context.Context) (bool, error) {
+		if pending == nil {
+			msgs, err := p.fetch(ctx)
+			if err != nil && len(msgs) == 0 {
+				p.metrics.errors.WithLabelValues("kafka").Inc()
+				return false, fmt.Errorf("fetch bids from Kafka: %w", err)
 			}
-			continue
+			pending = msgs
 		}
-		fetching.Succeed()
-		fetchBackoff.Reset()
-		for {
-			err = p.persist(ctx, msgs)
-			if err == nil || ctx.Err() != nil {
-				break
-			}
+		if err := p.persist(ctx, pending); err != nil {
 			p.metrics.errors.WithLabelValues("postgres").Inc()
-			writing.Fail(err, "bids", len(msgs))
-			if !writeBackoff.Wait(ctx) {
-				return nil
-			}
+			return false, fmt.Errorf("persist %d bids: %w", len(pending), err)
 		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		writing.Succeed()
-		writeBackoff.Reset()
 		if p.afterInsert != nil {
 			if err := p.afterInsert(); err != nil {
-				return err
+				return false, fmt.Errorf("%w: %w", retry.ErrStop, err)
 			}
 		}
+		msgs := pending
+		pending = nil
 		if err := p.r.CommitMessages(ctx, msgs...); err != nil && ctx.Err() == nil {
 			// The batch will come again; writing it again is harmless.
 			p.metrics.errors.WithLabelValues("kafka").Inc()
-			fetching.Fail(fmt.Errorf("commit offsets: %w", err))
+			return false, fmt.Errorf("commit offsets: %w", err)
 		}
-	}
+		return true, nil // the next fetch waits for messages
+	})
 }
 
 // fetch waits for one message, then takes what follows within MaxWait, up

@@ -75,11 +75,10 @@ func NewReconciler(db *pgxpool.Pool, rdb redis.UniversalClient, cfg ReconcilerCo
 func (r *Reconciler) Run(ctx context.Context) error {
 	loop := retry.Loop{Task: "reconcile hot bids", Interval: r.cfg.Interval, Log: r.cfg.Log,
 		OnError: func(error) { r.metrics.errors.Inc() }}
-	loop.Run(ctx, func(ctx context.Context) (bool, error) {
+	return loop.Run(ctx, func(ctx context.Context) (bool, error) {
 		res, err := r.ReconcileOnce(ctx)
 		return res.Repaired > 0 || res.TrimBacklog, err
 	})
-	return nil
 }
 
 // Reconciliation is what one pass found and did.

@@ -129,11 +129,10 @@ func (r *Relay) Notify(auctionID int64) {
 func (r *Relay) Run(ctx context.Context) error {
 	loop := retry.Loop{Task: "relay hot bids to Kafka", Interval: r.cfg.Interval, Wake: r.wake, Log: r.cfg.Log,
 		OnError: func(error) { r.metrics.errors.Inc() }}
-	loop.Run(ctx, func(ctx context.Context) (bool, error) {
+	return loop.Run(ctx, func(ctx context.Context) (bool, error) {
 		n, err := r.RelayOnce(ctx)
 		return n > 0, err
 	})
-	return nil
 }
 
 // RelayOnce does one pass over the hot auctions and returns how many log

@@ -7,6 +7,7 @@ package retry
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -123,6 +124,9 @@ func (s *Streak) logger() *slog.Logger {
 	return s.Log
 }
 
+// ErrStop, wrapped in a pass's error, ends a Loop instead of a back-off.
+var ErrStop = errors.New("stop")
+
 // Loop runs a background task's passes until its context ends.
 type Loop struct {
 	Task     string        // for the log
@@ -142,7 +146,10 @@ type Loop struct {
 // work is followed by the next at once; one that did not waits Interval or
 // a wake-up; one that failed waits its back-off, during which wake-ups are
 // ignored (they stay pending, so the pass after the back-off sees them).
-func (l *Loop) Run(ctx context.Context, pass func(ctx context.Context) (more bool, err error)) {
+//
+// A pass error that wraps ErrStop ends the loop: Run returns it (a test's
+// simulated crash, say). Run returns nil when ctx ends.
+func (l *Loop) Run(ctx context.Context, pass func(ctx context.Context) (more bool, err error)) error {
 	streak := &Streak{Task: l.Task, Log: l.Log, LogEvery: l.LogEvery}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -150,7 +157,10 @@ func (l *Loop) Run(ctx context.Context, pass func(ctx context.Context) (more boo
 	for ctx.Err() == nil {
 		more, err := pass(ctx)
 		if ctx.Err() != nil {
-			return
+			return nil
+		}
+		if errors.Is(err, ErrStop) {
+			return err
 		}
 		if err != nil {
 			if l.OnError != nil {
@@ -158,7 +168,7 @@ func (l *Loop) Run(ctx context.Context, pass func(ctx context.Context) (more boo
 			}
 			streak.Fail(err)
 			if !l.Backoff.Wait(ctx) {
-				return
+				return nil
 			}
 			continue
 		}
@@ -174,7 +184,7 @@ func (l *Loop) Run(ctx context.Context, pass func(ctx context.Context) (more boo
 		timer.Reset(cmp(l.Interval, time.Second))
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-l.Wake:
 			if !timer.Stop() {
 				<-timer.C
@@ -182,4 +192,5 @@ func (l *Loop) Run(ctx context.Context, pass func(ctx context.Context) (more boo
 		case <-timer.C:
 		}
 	}
+	return nil
 }
