@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"context"
 	"crypto/ed25519"
 	"errors"
 	"io/fs"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"bidgate/internal/await"
 )
 
 const (
@@ -248,41 +249,6 @@ func TestParseSubject(t *testing.T) {
 	}
 }
 
-// logLines is a slog handler that hands each message logged to the test:
-// the file watcher says what it did, so the test awaits that instead of
-// polling for its effect.
-type logLines chan string
-
-func (l logLines) Enabled(context.Context, slog.Level) bool { return true }
-
-func (l logLines) Handle(_ context.Context, r slog.Record) error {
-	select {
-	case l <- r.Message:
-	default: // nobody listens: the watcher must not block on the test
-	}
-	return nil
-}
-
-func (l logLines) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l logLines) WithGroup(string) slog.Handler      { return l }
-
-// await returns once msg is logged, failing after limit.
-func (l logLines) await(t *testing.T, msg string, limit time.Duration) {
-	t.Helper()
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	for {
-		select {
-		case m := <-l:
-			if m == msg {
-				return
-			}
-		case <-timer.C:
-			t.Fatalf("%q not logged within %v", msg, limit)
-		}
-	}
-}
-
 func writeFile(t *testing.T, path string, data []byte) {
 	t.Helper()
 	tmp := path + ".tmp"
@@ -303,7 +269,7 @@ func TestJWKSFileRotation(t *testing.T) {
 	oldKey, newKey, third := newKey(t, "EdDSA"), newKey(t, "ES256"), newKey(t, "RS256")
 	file := filepath.Join(t.TempDir(), "jwks.json")
 	writeFile(t, file, jwks(t, oldKey, newKey))
-	log := make(logLines, 64)
+	log := await.NewLog()
 	v, err := NewVerifier(t.Context(), Config{JWKSFile: file, Issuer: testIssuer, Audience: testAudience,
 		FileCheck: 20 * time.Millisecond, Log: slog.New(log)})
 	if err != nil {
@@ -320,7 +286,7 @@ func TestJWKSFileRotation(t *testing.T) {
 	}
 
 	writeFile(t, file, jwks(t, newKey))
-	log.await(t, reloaded, 5*time.Second)
+	log.Message(t, reloaded, 5*time.Second)
 	if _, err := v.Verify(oldToken); !errors.Is(err, ErrInvalidToken) {
 		t.Fatalf("the old key after it left the file: %v", err)
 	}
@@ -329,12 +295,12 @@ func TestJWKSFileRotation(t *testing.T) {
 	}
 
 	writeFile(t, file, []byte("not a JWKS"))
-	log.await(t, "JWKS file unreadable; keeping the keys read before", 5*time.Second)
+	log.Message(t, "JWKS file unreadable; keeping the keys read before", 5*time.Second)
 	if _, err := v.Verify(newToken); err != nil {
 		t.Fatalf("the keys read before an unreadable file: %v", err)
 	}
 	writeFile(t, file, jwks(t, third))
-	log.await(t, reloaded, 5*time.Second)
+	log.Message(t, reloaded, 5*time.Second)
 	if _, err := v.Verify(thirdToken); err != nil {
 		t.Fatalf("a key written after an unreadable file: %v", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
+	"bidgate/internal/await"
 	"bidgate/persist/pgtest"
 	"bidgate/persist/redisstore"
 	"bidgate/shard"
@@ -242,24 +243,7 @@ func metricValue(t testing.TB, reg *prometheus.Registry, name string, labels ...
 // (rows or metrics a background goroutine writes).
 func eventually[T any](t testing.TB, limit time.Duration, what string, cond func() (T, bool)) T {
 	t.Helper()
-	deadline := time.NewTimer(limit)
-	defer deadline.Stop()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		seen, ok := cond()
-		if ok {
-			return seen
-		}
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			if seen, ok = cond(); !ok {
-				t.Fatalf("gave up after %v waiting for %s; last seen: %v", limit, what, seen)
-			}
-			return seen
-		}
-	}
+	return await.Until(t, limit, what, nil, cond)
 }
 
 func count(t testing.TB, db *pgxpool.Pool, query string, args ...any) int {

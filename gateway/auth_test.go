@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"bidgate/auth"
+	"bidgate/internal/await"
 	"bidgate/shard"
 )
 
@@ -478,7 +479,7 @@ func TestKeyRotationOverHTTP(t *testing.T) {
 	}
 	file := filepath.Join(t.TempDir(), "jwks.json")
 	writeJWKS(t, file, oldKey, newKey)
-	log := make(logLines, 64)
+	log := await.NewLog()
 	v, err := auth.NewVerifier(t.Context(), auth.Config{JWKSFile: file, Issuer: testIssuer, Audience: testAudience,
 		FileCheck: 20 * time.Millisecond, Log: slog.New(log)})
 	if err != nil {
@@ -495,7 +496,7 @@ func TestKeyRotationOverHTTP(t *testing.T) {
 	}
 
 	writeJWKS(t, file, newKey)
-	log.await(t, "JWKS file changed; keys reloaded", 5*time.Second)
+	log.Message(t, "JWKS file changed; keys reloaded", 5*time.Second)
 	r := probe(oldKey)
 	wantProblem(t, r, 401, "unauthenticated")
 	wantChallenge(t, r, invalidToken)
@@ -503,41 +504,6 @@ func TestKeyRotationOverHTTP(t *testing.T) {
 	if r := s.do("POST", "/auctions", validAuction(),
 		"Authorization", "Bearer "+mint(t, newKey, auth.Token{Subject: testSeller, Scopes: []string{auth.ScopeSell}})); r.status != 201 {
 		t.Fatalf("create with the new key: %d %s", r.status, r.raw)
-	}
-}
-
-// logLines is a slog handler that hands each message logged to the test:
-// the verifier's file watcher says when it reloaded the keys, so the test
-// awaits that instead of polling for its effect.
-type logLines chan string
-
-func (l logLines) Enabled(context.Context, slog.Level) bool { return true }
-
-func (l logLines) Handle(_ context.Context, r slog.Record) error {
-	select {
-	case l <- r.Message:
-	default: // nobody listens: the watcher must not block on the test
-	}
-	return nil
-}
-
-func (l logLines) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l logLines) WithGroup(string) slog.Handler      { return l }
-
-// await returns once msg is logged, failing after limit.
-func (l logLines) await(t *testing.T, msg string, limit time.Duration) {
-	t.Helper()
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	for {
-		select {
-		case m := <-l:
-			if m == msg {
-				return
-			}
-		case <-timer.C:
-			t.Fatalf("%q not logged within %v", msg, limit)
-		}
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"bidgate/auth"
+	"bidgate/internal/await"
 	"bidgate/persist/pgtest"
 	"bidgate/shard"
 )
@@ -204,21 +205,7 @@ func (e *endpoints) stop(t testing.TB, limit time.Duration, expected ...error) {
 // awaited.
 func eventually(t testing.TB, limit time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.NewTimer(limit)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatalf("%s: not within %v: %v", what, limit, err)
-		}
-	}
+	await.NoError(t, limit, what, cond)
 }
 
 type response struct {

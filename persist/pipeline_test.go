@@ -18,6 +18,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
+	"bidgate/internal/await"
 	"bidgate/persist"
 	"bidgate/persist/kafka"
 	"bidgate/persist/pgtest"
@@ -168,29 +169,7 @@ func (p *pipeline) bid(auction int64, n int, from int64) map[uuid.UUID]bool {
 // value seen.
 func waitFor[T any](tb testing.TB, limit time.Duration, what string, wake <-chan struct{}, cond func() (T, bool)) T {
 	tb.Helper()
-	deadline := time.NewTimer(limit)
-	defer deadline.Stop()
-	var tick <-chan time.Time
-	if wake == nil {
-		t := time.NewTicker(10 * time.Millisecond)
-		defer t.Stop()
-		tick = t.C
-	}
-	for {
-		seen, ok := cond()
-		if ok {
-			return seen
-		}
-		select {
-		case <-wake:
-		case <-tick:
-		case <-deadline.C:
-			if seen, ok = cond(); !ok {
-				tb.Fatalf("gave up after %v waiting for %s; last seen: %v", limit, what, seen)
-			}
-			return seen
-		}
-	}
+	return await.Until(tb, limit, what, wake, cond)
 }
 
 // bidRows counts the bid table's rows matching where.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"bidgate"
+	"bidgate/internal/await"
 )
 
 func TestBatcherGathersWaitingRequests(t *testing.T) {
@@ -43,7 +44,7 @@ func TestBatcherGathersWaitingRequests(t *testing.T) {
 	}
 	wg.Add(1)
 	go do(0)
-	await(t, running, "the first request in flight")
+	awaitClosed(t, running, "the first request in flight")
 	for i := 1; i <= 10; i++ {
 		wg.Add(1)
 		go do(i)
@@ -81,28 +82,11 @@ func waitQueued[K comparable, Req, Res any](t *testing.T, b *batchers[K, Req, Re
 // the last value seen. Only for state nothing announces.
 func eventually[T any](t testing.TB, limit time.Duration, what string, cond func() (T, bool)) T {
 	t.Helper()
-	deadline := time.NewTimer(limit)
-	defer deadline.Stop()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for {
-		seen, ok := cond()
-		if ok {
-			return seen
-		}
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			if seen, ok = cond(); !ok {
-				t.Fatalf("gave up after %v waiting for %s; last seen: %v", limit, what, seen)
-			}
-			return seen
-		}
-	}
+	return await.Until(t, limit, what, nil, cond)
 }
 
-// await waits, bounded, until ch is closed.
-func await(t testing.TB, ch <-chan struct{}, what string) {
+// awaitClosed waits, bounded, until ch is closed.
+func awaitClosed(t testing.TB, ch <-chan struct{}, what string) {
 	t.Helper()
 	select {
 	case <-ch:
@@ -131,7 +115,7 @@ func TestBatcherFullQueueIsOverloaded(t *testing.T) {
 			}
 		}()
 		if i == 0 {
-			await(t, running, "the first request in flight")
+			awaitClosed(t, running, "the first request in flight")
 		}
 	}
 	waitQueued(t, b, 1, 2)

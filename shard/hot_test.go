@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
+	"bidgate/internal/await"
 	"bidgate/persist/pgtest"
 	"bidgate/persist/redisstore"
 )
@@ -473,7 +473,7 @@ func TestPromotionUnderLoad(t *testing.T) {
 
 func TestAutomaticPromotion(t *testing.T) {
 	db, _ := pgtest.New(t, 8)
-	logs := make(logRecords, 64)
+	logs := await.NewLog()
 	s := newService(t, db, Config{PromoteRate: 5, Log: slog.New(logs)})
 	a := newAuction(t, s, "1000", "1", time.Hour, 0, time.Second)
 	var accepted []bidgate.BidRequest
@@ -522,23 +522,6 @@ func runBatch(s *Service, auctionID int64, reqs []bidgate.BidRequest) ([]hotOutc
 	}
 	return s.hot.runBatch(ctx, auctionID, hr)
 }
-
-// logRecords is a slog.Handler that passes records on to itself, so that a
-// test can await what the service logs when background work ends.
-type logRecords chan slog.Record
-
-func (h logRecords) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h logRecords) Handle(_ context.Context, r slog.Record) error {
-	select {
-	case h <- r.Clone():
-	default: // never block the service; the buffer outlasts a test's few lines
-	}
-	return nil
-}
-
-func (h logRecords) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h logRecords) WithGroup(string) slog.Handler      { return h }
 
 func formatRecord(r slog.Record) string {
 	var b strings.Builder

@@ -28,6 +28,7 @@ import (
 
 	"bidgate"
 	"bidgate/auth"
+	"bidgate/internal/await"
 	"bidgate/persist/kafka"
 	"bidgate/persist/pgtest"
 )
@@ -47,21 +48,7 @@ func freePort(t *testing.T) int {
 // coming up, a pipeline's writes to PostgreSQL); anything else is awaited.
 func eventually(t *testing.T, limit time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.NewTimer(limit)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatalf("%s: not within %v: %v", what, limit, err)
-		}
-	}
+	await.NoError(t, limit, what, cond)
 }
 
 // healthy says why url does not answer 200, or nil.
