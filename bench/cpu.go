@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -341,29 +340,15 @@ func ParseMetricsURLs(ctx context.Context, list string) ([]string, error) {
 		if s == "" {
 			continue
 		}
-		u, err := url.Parse(s)
-		if err != nil || u.Host == "" {
-			return nil, fmt.Errorf("--metrics %q: want a URL such as http://127.0.0.1:8380/metrics", s)
-		}
-		if u.Scheme != "http" {
-			return nil, fmt.Errorf("--metrics %q: only http:// is supported", s)
-		}
-		if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-			return nil, fmt.Errorf("--metrics %q: give only scheme, host, port and path", s)
-		}
-		port := u.Port()
-		if port == "" {
-			port = "80"
-		}
-		ip, err := loopbackIP(ctx, u.Hostname())
+		u, addr, err := parseLoopbackURL(ctx, s)
 		if err != nil {
-			return nil, fmt.Errorf("--metrics %q: %w", s, err)
+			return nil, fmt.Errorf("--metrics %q: %w (want a URL such as http://127.0.0.1:8380/metrics)", s, err)
 		}
 		path := u.EscapedPath()
 		if path == "" || path == "/" {
 			path = "/metrics"
 		}
-		out = append(out, "http://"+net.JoinHostPort(ip.String(), port)+path)
+		out = append(out, "http://"+addr+path)
 	}
 	return out, nil
 }

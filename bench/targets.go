@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -30,30 +31,43 @@ func ParseTargets(ctx context.Context, list string) ([]Target, error) {
 		if s == "" {
 			continue
 		}
-		u, err := url.Parse(s)
-		if err != nil || u.Host == "" {
-			return nil, fmt.Errorf("target %q: want a base URL such as http://127.0.0.1:8080", s)
+		u, addr, err := parseLoopbackURL(ctx, s)
+		if err != nil {
+			return nil, fmt.Errorf("target %q: %w (want a base URL such as http://127.0.0.1:8080)", s, err)
 		}
-		if u.Scheme != "http" {
-			return nil, fmt.Errorf("target %q: only http:// is supported", s)
-		}
-		if u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.User != nil {
+		if u.Path != "" && u.Path != "/" {
 			return nil, fmt.Errorf("target %q: give only scheme, host and port", s)
 		}
-		port := u.Port()
-		if port == "" {
-			port = "80"
-		}
-		ip, err := loopbackIP(ctx, u.Hostname())
-		if err != nil {
-			return nil, fmt.Errorf("target %q: %w", s, err)
-		}
-		out = append(out, Target{Base: "http://" + u.Host, Addr: net.JoinHostPort(ip.String(), port)})
+		out = append(out, Target{Base: "http://" + u.Host, Addr: addr})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no targets: give --targets http://127.0.0.1:8080[,...]")
 	}
 	return out, nil
+}
+
+// parseLoopbackURL reads a plain http URL with no user, query or fragment
+// whose host is on loopback, and returns it with its resolved ip:port.
+func parseLoopbackURL(ctx context.Context, s string) (*url.URL, string, error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" {
+		return nil, "", errors.New("not a URL")
+	}
+	if u.Scheme != "http" {
+		return nil, "", errors.New("only http:// is supported")
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, "", errors.New("give only scheme, host, port and path")
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+	}
+	ip, err := loopbackIP(ctx, u.Hostname())
+	if err != nil {
+		return nil, "", err
+	}
+	return u, net.JoinHostPort(ip.String(), port), nil
 }
 
 // CheckLoopback refuses a host:port (Redis) that is not on loopback.
