@@ -58,6 +58,7 @@ type Auction struct {
 	EndTime      time.Time
 	ExtendWindow time.Duration
 	ExtendBy     time.Duration
+	MaxEndTime   time.Time // anti-sniping never extends past it; zero: no cap
 	BidCount     int64
 	CreatedAt    time.Time
 }
@@ -77,6 +78,7 @@ type NewAuction struct {
 	Hot          bool
 	ExtendWindow time.Duration
 	ExtendBy     time.Duration
+	MaxEndTime   time.Time // optional cap of anti-sniping extensions; after EndTime
 }
 
 // Validate checks everything that does not need a clock; whether EndTime lies
@@ -100,6 +102,9 @@ func (n *NewAuction) Validate() error {
 	}
 	if n.EndTime.IsZero() {
 		return InvalidInput("invalid_end_time", "endTime is required (RFC 3339)")
+	}
+	if !n.MaxEndTime.IsZero() && !n.MaxEndTime.After(n.EndTime) {
+		return InvalidInput("invalid_end_time", "maxEndTime must be after endTime")
 	}
 	// The anti-sniping extension must be at least a second: a bid accepted in
 	// the last instant then always ends before the extended end.

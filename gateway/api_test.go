@@ -78,9 +78,10 @@ func wantProblem(t *testing.T, r response, status int, code string) {
 
 func TestCreateAndGetAuction(t *testing.T) {
 	s, _ := startServer(t)
-	end := future(time.Hour)
+	end, capTime := future(time.Hour), future(2*time.Hour)
 	// sellerId may be given when it is the token's subject.
-	r := s.do("POST", "/auctions", with(validAuction(), "sellerId", testSeller, "endTime", end, "title", "  Leica  ", "extendWindowSeconds", 30, "extendBySeconds", 60),
+	r := s.do("POST", "/auctions", with(validAuction(), "sellerId", testSeller, "endTime", end, "title", "  Leica  ", "extendWindowSeconds", 30, "extendBySeconds", 60,
+		"maxEndTime", capTime),
 		as(t, testSeller, auth.ScopeSell)...)
 	if r.status != 201 {
 		t.Fatalf("create: %d %s", r.status, r.raw)
@@ -95,6 +96,10 @@ func TestCreateAndGetAuction(t *testing.T) {
 	gotEnd, err := time.Parse(time.RFC3339Nano, g.body["endTime"].(string))
 	if err != nil || !gotEnd.Equal(wantEnd) || !strings.HasSuffix(g.body["endTime"].(string), "Z") {
 		t.Fatalf("endTime %v, want %s in UTC", g.body["endTime"], end)
+	}
+	wantCap, _ := time.Parse(time.RFC3339Nano, capTime)
+	if gotCap, err := time.Parse(time.RFC3339Nano, fmt.Sprint(g.body["maxEndTime"])); err != nil || !gotCap.Equal(wantCap.Truncate(time.Microsecond)) {
+		t.Fatalf("maxEndTime %v, want %s", g.body["maxEndTime"], capTime)
 	}
 	want := map[string]any{"id": float64(id), "sellerId": float64(testSeller), "title": "Leica", "currentPrice": "1000.00",
 		"minIncrement": "10.00", "leaderId": nil, "status": "OPEN", "hot": false, "bidCount": float64(0),
@@ -144,6 +149,9 @@ func TestCreateAuctionRejectsBadInput(t *testing.T) {
 		{"negative window", with(validAuction(), "extendWindowSeconds", -1), 400, "invalid_extension"},
 		{"zero extension", with(validAuction(), "extendBySeconds", 0), 400, "invalid_extension"},
 		{"huge extension", with(validAuction(), "extendBySeconds", 1<<40), 400, "invalid_extension"},
+		{"cap not RFC 3339", with(validAuction(), "maxEndTime", "later"), 400, "invalid_end_time"},
+		{"cap before the end", with(validAuction(), "maxEndTime", future(30*time.Minute)), 400, "invalid_end_time"},
+		{"cap too far", with(validAuction(), "maxEndTime", future(400*24*time.Hour)), 400, "invalid_end_time"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

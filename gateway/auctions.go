@@ -20,6 +20,7 @@ type createAuctionRequest struct {
 	Hot                 bool          `json:"hot"`
 	ExtendWindowSeconds *int64        `json:"extendWindowSeconds"`
 	ExtendBySeconds     *int64        `json:"extendBySeconds"`
+	MaxEndTime          *string       `json:"maxEndTime"`
 }
 
 // toNewAuction checks presence and formats; bidgate.NewAuction.Validate
@@ -61,6 +62,13 @@ func (r createAuctionRequest) toNewAuction(seller auth.Principal) (bidgate.NewAu
 		}
 		n.ExtendBy = time.Duration(*b) * time.Second
 	}
+	if m := r.MaxEndTime; m != nil {
+		t, err := time.Parse(time.RFC3339Nano, *m)
+		if err != nil {
+			return n, bidgate.InvalidInput("invalid_end_time", "maxEndTime must be an RFC 3339 time such as 2030-01-02T15:04:05Z")
+		}
+		n.MaxEndTime = t.Truncate(time.Microsecond)
+	}
 	return n, nil
 }
 
@@ -79,6 +87,7 @@ type auctionResponse struct {
 	BidCount            int64  `json:"bidCount"`
 	ExtendWindowSeconds int64  `json:"extendWindowSeconds"`
 	ExtendBySeconds     int64  `json:"extendBySeconds"`
+	MaxEndTime          string `json:"maxEndTime,omitempty"`
 	CreatedAt           string `json:"createdAt"`
 }
 
@@ -98,6 +107,9 @@ func newAuctionResponse(a bidgate.Auction) auctionResponse {
 	if a.LeaderID != 0 {
 		leader := a.LeaderID
 		r.LeaderID = &leader
+	}
+	if !a.MaxEndTime.IsZero() {
+		r.MaxEndTime = formatTime(a.MaxEndTime)
 	}
 	return r
 }

@@ -77,7 +77,7 @@ func (s *Store) CreateAuction(ctx context.Context, n bidgate.NewAuction) (bidgat
 	}
 	row := s.DB.QueryRow(ctx, createAuctionSQL, n.SellerID, n.Title, n.StartPrice, n.MinIncrement,
 		string(mode), n.EndTime, int64(n.ExtendWindow/time.Second), int64(n.ExtendBy/time.Second),
-		int64(bidgate.MaxAuctionDuration/time.Second))
+		int64(bidgate.MaxAuctionDuration/time.Second), nullTime(n.MaxEndTime))
 	a, err := scanAuction(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return bidgate.Auction{}, bidgate.ErrEndTimeOutOfRange
@@ -144,11 +144,15 @@ func scanAuction(row pgx.Row) (bidgate.Auction, error) {
 		leader                 *int64
 		status, mode           string
 		windowSecs, extendSecs int64
+		maxEnd                 *time.Time
 	)
 	err := row.Scan(&a.ID, &a.SellerID, &a.Title, &a.StartPrice, &a.CurrentPrice, &a.MinIncrement,
-		&leader, &status, &mode, &a.EndTime, &windowSecs, &extendSecs, &a.BidCount, &a.CreatedAt)
+		&leader, &status, &mode, &a.EndTime, &windowSecs, &extendSecs, &a.BidCount, &a.CreatedAt, &maxEnd)
 	if err != nil {
 		return bidgate.Auction{}, err
+	}
+	if maxEnd != nil {
+		a.MaxEndTime = *maxEnd
 	}
 	if leader != nil {
 		a.LeaderID = *leader
@@ -185,4 +189,12 @@ func IsUnavailable(err error) bool {
 	}
 	var netErr net.Error
 	return errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+}
+
+// nullTime is NULL for the zero time.
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }

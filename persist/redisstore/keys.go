@@ -7,7 +7,8 @@
 // A hot auction's keys share the hash tag {id}, so one script can use them
 // all on a Redis Cluster:
 //
-//	State     hash: price, inc (cents), leader, end_us, status, window_us, by_us, seq, seller
+//	State     hash: price, inc (cents), leader, end_us, status, window_us, by_us, seq, seller,
+//	          max_end_us (the extension cap; 0 or absent: none)
 //	Reqs      hash: request id -> record "seq|accepted_us|end_us|bidder|cents"
 //	Log       stream of accepted bids: seq, bidder, amount (cents), req, at_us, end_us
 //	Relayed   string: id of the last log entry produced to Kafka

@@ -42,11 +42,15 @@ func (s *Store) Load(ctx context.Context, a bidgate.Auction, bids []bidgate.Bid,
 	if a.LeaderID != 0 {
 		leader = strconv.FormatInt(a.LeaderID, 10)
 	}
+	var maxEndUs int64 // 0: no cap
+	if !a.MaxEndTime.IsZero() {
+		maxEndUs = a.MaxEndTime.UnixMicro()
+	}
 	args := []any{force,
 		"price", bidgate.Cents(a.CurrentPrice), "inc", bidgate.Cents(a.MinIncrement), "leader", leader,
 		"end_us", a.EndTime.UnixMicro(), "status", string(a.Status),
 		"window_us", a.ExtendWindow.Microseconds(), "by_us", a.ExtendBy.Microseconds(), "seq", a.BidCount,
-		"seller", a.SellerID}
+		"seller", a.SellerID, "max_end_us", maxEndUs}
 	for _, b := range bids {
 		args = append(args, b.RequestID.String(), record(b))
 	}

@@ -28,7 +28,7 @@ accepted AS (
        SET (current_price, leader_id, bid_count, end_time, last_bid_at) = (
            $3::numeric, $2::bigint, a.bid_count + 1,
            CASE WHEN a.end_time - t.now < a.extend_window
-                THEN GREATEST(a.end_time, t.now + a.extend_by)
+                THEN GREATEST(a.end_time, LEAST(t.now + a.extend_by, COALESCE(a.max_end_time, 'infinity')))
                 ELSE a.end_time END,
            t.now)
       FROM t

@@ -1,7 +1,8 @@
 -- Decides a batch of bids on one hot auction, atomically and in order.
 --
 -- KEYS[1] state hash   auction:{id}:state  price, inc (cents), leader, end_us,
---                                          status, window_us, by_us, seq, seller
+--                                          status, window_us, by_us, seq, seller,
+--                                          max_end_us (extension cap, 0: none)
 -- KEYS[2] request ids  auction:{id}:reqs   request id -> "seq|at_us|end_us|bidder|amount"
 -- KEYS[3] bid log      auction:{id}:log    stream of accepted bids
 -- ARGV[1] the auction's state-update channel, ARGV[2] its id, then triples
@@ -25,7 +26,7 @@
 
 local function int(n) return string.format('%d', n) end
 
-local s = redis.call('HMGET', KEYS[1], 'price', 'inc', 'leader', 'end_us', 'status', 'window_us', 'by_us', 'seq', 'seller')
+local s = redis.call('HMGET', KEYS[1], 'price', 'inc', 'leader', 'end_us', 'status', 'window_us', 'by_us', 'seq', 'seller', 'max_end_us')
 if not s[1] then
   return {0}
 end
@@ -33,6 +34,7 @@ local price, inc, leader = tonumber(s[1]), tonumber(s[2]), s[3]
 local end_us, status = tonumber(s[4]), s[5]
 local window_us, by_us, seq = tonumber(s[6]), tonumber(s[7]), tonumber(s[8])
 local seller = s[9]
+local max_end = tonumber(s[10] or '0') or 0
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -66,7 +68,12 @@ for i = 1, n do
   else
     price, leader, seq, changed = amount, bidder, seq + 1, true
     if end_us - now < window_us and now + by_us > end_us then
-      end_us = now + by_us
+      -- Never past the cap; the cap is after the end, so never shorter.
+      if max_end > 0 and now + by_us > max_end then
+        end_us = math.max(end_us, max_end)
+      else
+        end_us = now + by_us
+      end
     end
     redis.call('XADD', KEYS[3], '*', 'seq', int(seq), 'bidder', bidder, 'amount', int(amount),
       'req', id, 'at_us', int(now), 'end_us', int(end_us))
