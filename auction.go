@@ -21,9 +21,13 @@ import (
 type Status string
 
 const (
-	StatusOpen   Status = "OPEN"
-	StatusClosed Status = "CLOSED"
+	StatusOpen      Status = "OPEN"
+	StatusClosed    Status = "CLOSED"
+	StatusCancelled Status = "CANCELLED" // by its seller, before any bid
 )
+
+// Final reports whether the status never changes again.
+func (s Status) Final() bool { return s == StatusClosed || s == StatusCancelled }
 
 // Mode says which store serializes an auction's bids: PostgreSQL (cold) or
 // Redis (hot).

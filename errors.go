@@ -21,6 +21,11 @@ var (
 	ErrSubjectMismatch = errors.New("subject mismatch")
 	// ErrSelfBidding: a seller bid on their own auction.
 	ErrSelfBidding = errors.New("seller bidding on own auction")
+	// ErrHasBids: a seller may cancel an auction only before its first bid.
+	ErrHasBids = errors.New("auction has bids")
+	// ErrForbidden: the caller may not do this to this auction (another
+	// user's auction).
+	ErrForbidden = errors.New("forbidden")
 	// ErrOverloaded: too many requests wait on one auction; retry shortly.
 	ErrOverloaded = errors.New("overloaded")
 )

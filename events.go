@@ -44,6 +44,14 @@ type AuctionClosed struct {
 	BidCount   int64     `json:"bidCount"`
 }
 
+// AuctionCancelled is the payload of an auction-cancelled event, delivered
+// at least once; every copy is the same.
+type AuctionCancelled struct {
+	AuctionID   int64     `json:"auctionId"`
+	SellerID    int64     `json:"sellerId"`
+	CancelledAt time.Time `json:"cancelledAt"`
+}
+
 // BidAccepted is the payload of a bid-accepted message: one bid accepted on
 // the hot path, as its auction's Redis log recorded it. StreamID is the
 // entry's id in that log.

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"bidgate"
+	"bidgate/persist/kafka"
 	"bidgate/persist/pgstore"
 	"bidgate/persist/redisstore"
 )
@@ -37,6 +38,7 @@ func (c *Closer) closeHot(ctx context.Context) (closed int, full bool, err error
 
 		var settle []pgstore.Settlement
 		var extend []pgstore.Extension
+		var cancel []int64
 		for _, a := range due {
 			o, err := c.rdb.Close(ctx, a.ID)
 			if err != nil {
@@ -78,6 +80,10 @@ func (c *Closer) closeHot(ctx context.Context) (closed int, full bool, err error
 				}
 				settle = append(settle, pgstore.Settlement{ID: a.ID, Price: bidgate.FromCents(o.PriceCents),
 					Leader: leader, BidCount: o.Seq, EndUs: o.EndUs})
+			case redisstore.Cancelled:
+				// Its seller cancelled it in Redis and the row did not
+				// follow (a crash in between): it follows now.
+				cancel = append(cancel, a.ID)
 			case redisstore.Running:
 				// Redis's clock (or an anti-sniping extension) says not yet.
 				// Moving the row's end makes it stop being due; an end that
@@ -92,6 +98,13 @@ func (c *Closer) closeHot(ctx context.Context) (closed int, full bool, err error
 		}
 		extended = len(extend)
 		if settled, err = store.SettleHot(ctx, settle); err != nil {
+			return err
+		}
+		cancelled, err := store.SettleCancelled(ctx, cancel)
+		if err != nil {
+			return err
+		}
+		if err := store.AddCancelEvents(ctx, kafka.TopicAuctionCancelled, cancelled); err != nil {
 			return err
 		}
 		return addEvents(ctx, store, settled)

@@ -267,3 +267,29 @@ func TestHotClosePersistsBidsFirst(t *testing.T) {
 		t.Fatalf("bid on the closed-in-Redis auction: %v, want %v", err, bidgate.ErrAuctionClosed)
 	}
 }
+
+// A seller's cancel that reached Redis but not the row (the node died in
+// between) is finished by the closer once the row's end passes: CANCELLED,
+// one auction-cancelled event, no auction-closed one.
+func TestHotCancelledInRedisOnly(t *testing.T) {
+	e := newEnv(t, 4, Config{})
+	a := e.newAuction(t, true, "100", 0)
+	if _, err := redisstore.New(e.rdb).Cancel(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.endInPostgres(t, a.ID)
+	for range 2 { // the second pass finds nothing left to do
+		if _, err := e.closer.CloseDue(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := readRow(t, e.db, a.ID); r.status != bidgate.StatusCancelled || r.closedAt == nil {
+		t.Fatalf("row %+v, want CANCELLED", r)
+	}
+	if n := count(t, e.db, `SELECT count(*) FROM outbox WHERE aggregate_id = $1 AND topic = 'auction-cancelled'`, a.ID); n != 1 {
+		t.Fatalf("%d auction-cancelled events, want 1", n)
+	}
+	if n := count(t, e.db, `SELECT count(*) FROM outbox WHERE aggregate_id = $1 AND topic = 'auction-closed'`, a.ID); n != 0 {
+		t.Fatalf("%d auction-closed events for a cancelled auction", n)
+	}
+}

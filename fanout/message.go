@@ -43,7 +43,7 @@ type rank struct {
 }
 
 func rankOf(u bidgate.StateUpdate) rank {
-	return rank{seq: u.Seq, closed: u.Status == bidgate.StatusClosed}
+	return rank{seq: u.Seq, closed: u.Status.Final()}
 }
 
 // newer reports whether a state of rank r should replace one of rank old.
@@ -63,10 +63,10 @@ type message struct {
 	updatedAt time.Time // zero when the state did not say
 }
 
-// encode frames u as a message of type kind; a CLOSED state is always sent
-// as type closed.
+// encode frames u as a message of type kind; a final state (CLOSED or
+// CANCELLED) is always sent as type closed.
 func encode(kind string, u bidgate.StateUpdate) (*message, error) {
-	if u.Status == bidgate.StatusClosed {
+	if u.Status.Final() {
 		kind = typeClosed
 	}
 	b, err := json.Marshal(wireMessage{Type: kind, AuctionID: u.AuctionID, CurrentPrice: u.CurrentPrice,

@@ -186,7 +186,7 @@ func (r *room) stop() {
 // connection is down; without this check the viewers of such an auction
 // would wait for the end forever.
 func (r *room) watchEnd(u bidgate.StateUpdate) {
-	if u.Status == bidgate.StatusClosed {
+	if u.Status.Final() {
 		return
 	}
 	end, err := time.Parse(time.RFC3339Nano, u.EndTime)
@@ -222,7 +222,7 @@ func (r *room) checkEnd() {
 	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
 	a, err := r.hub.snap.Auction(ctx, r.id)
 	cancel()
-	if err == nil && a.Status == bidgate.StatusClosed {
+	if err == nil && a.Status.Final() {
 		r.observe(bidgate.NewStateUpdate(a), false)
 		return
 	}

@@ -300,6 +300,9 @@ func (p panicky) PlaceBid(context.Context, bidgate.BidRequest) (bidgate.BidResul
 func (p panicky) Promote(context.Context, int64, string) (bidgate.Auction, error) {
 	return bidgate.Auction{}, p.err
 }
+func (p panicky) Cancel(context.Context, int64, int64) (bidgate.Auction, error) {
+	return bidgate.Auction{}, p.err
+}
 
 func TestServerSurvivesPanicsAndOutages(t *testing.T) {
 	down := fmt.Errorf("read: %w", errors.Join(bidgate.ErrUnavailable, context.DeadlineExceeded))

@@ -172,3 +172,42 @@ func cmpOr(user int64, body *int64) int64 {
 	}
 	return user
 }
+
+// cancelRequest is the body of POST /auctions/{id}/cancel: empty, or the
+// seller when authentication is off.
+type cancelRequest struct {
+	SellerID *int64 `json:"sellerId"`
+}
+
+// cancelAuction serves POST /auctions/{id}/cancel: the seller withdraws an
+// auction before its first bid.
+func (s *Server) cancelAuction(ctx *fasthttp.RequestCtx, seller auth.Principal) {
+	id, err := pathID(ctx, "id")
+	if err != nil {
+		problem.Write(ctx, problemFor(err, s.log))
+		return
+	}
+	var req cancelRequest
+	if len(ctx.PostBody()) > 0 {
+		if err := decodeJSON(ctx, &req); err != nil {
+			problem.Write(ctx, problemFor(err, s.log))
+			return
+		}
+	}
+	switch {
+	case seller.UserID == 0 && req.SellerID == nil: // authentication is off
+		problem.Write(ctx, problemFor(bidgate.InvalidInput("invalid_seller_id", "sellerId is required when authentication is off"), s.log))
+		return
+	case seller.UserID != 0 && req.SellerID != nil && *req.SellerID != seller.UserID:
+		problem.Write(ctx, problemFor(bidgate.ErrSubjectMismatch, s.log))
+		return
+	}
+	c, cancel := s.requestContext(ctx)
+	defer cancel()
+	a, err := s.auctions.Cancel(c, id, cmpOr(seller.UserID, req.SellerID))
+	if err != nil {
+		problem.Write(ctx, problemFor(err, s.log))
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, newAuctionResponse(a))
+}

@@ -39,6 +39,10 @@ func problemFor(err error, log *slog.Logger) problem.Problem {
 	case errors.Is(err, bidgate.ErrSubjectMismatch):
 		return problem.New(fasthttp.StatusForbidden, "subject_mismatch",
 			"the request names another user than the bearer token's subject")
+	case errors.Is(err, bidgate.ErrHasBids):
+		return problem.New(fasthttp.StatusConflict, "has_bids", "the auction has bids: it can no longer be cancelled")
+	case errors.Is(err, bidgate.ErrForbidden):
+		return problem.New(fasthttp.StatusForbidden, "forbidden", "only the auction's seller may do this")
 	case errors.Is(err, bidgate.ErrSelfBidding):
 		return problem.New(fasthttp.StatusForbidden, "self_bidding", "a seller cannot bid on their own auction")
 	case errors.Is(err, bidgate.ErrIdempotencyKeyReused):

@@ -36,6 +36,7 @@ type Auctions interface {
 	Auction(ctx context.Context, id int64) (bidgate.Auction, error)
 	PlaceBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidResult, error)
 	Promote(ctx context.Context, id int64, trigger string) (bidgate.Auction, error)
+	Cancel(ctx context.Context, id, seller int64) (bidgate.Auction, error)
 }
 
 // Config tunes the HTTP server. Zero values take the defaults.
@@ -142,6 +143,7 @@ func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *
 		r.GET("/auctions/{id}", s.route("get_auction", s.getAuction))
 		r.POST("/auctions/{id}/bids", s.route("place_bid", s.authorized(auth.ScopeBid, s.placeClientBid)))
 		r.POST("/auctions/{id}/promote", s.route("promote", s.authorized(auth.ScopeOperator, s.promote)))
+		r.POST("/auctions/{id}/cancel", s.route("cancel_auction", s.authorized(auth.ScopeSell, s.cancelAuction)))
 	}
 	if cfg.Viewers != nil && !cfg.OpsOnly {
 		r.GET("/ws/auctions/{id}", s.route("ws_auction", s.watch))

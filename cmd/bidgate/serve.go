@@ -160,8 +160,10 @@ func serve(ctx context.Context, cfg config) error {
 	if cfg.Roles[roleRelay] {
 		relay = n.bidRelay(members)
 		g.Go(func() error { return relay.Run(work) })
-		outbox := n.outboxRelay()
-		g.Go(func() error { return outbox.Run(work) })
+		for _, topic := range []string{kafka.TopicAuctionClosed, kafka.TopicAuctionCancelled} {
+			outbox := n.outboxRelay(topic)
+			g.Go(func() error { return outbox.Run(work) })
+		}
 	}
 	if cfg.Roles[rolePersister] {
 		p := n.persister()
@@ -405,10 +407,12 @@ func (e *endpoint) close() {
 	}
 }
 
-func (n *node) outboxRelay() *persist.OutboxRelay {
-	w := kafka.NewWriter(n.brokers, kafka.TopicAuctionClosed, n.kafkaSec)
+// outboxRelay relays one topic's outbox rows; its metrics carry the topic.
+func (n *node) outboxRelay(topic string) *persist.OutboxRelay {
+	w := kafka.NewWriter(n.brokers, topic, n.kafkaSec)
 	n.cleanup = append(n.cleanup, func() { w.Close() })
-	return persist.NewOutboxRelay(n.db, w, persist.OutboxConfig{Secret: []byte(n.cfg.ClusterSecret), Log: n.log}, n.reg)
+	reg := prometheus.WrapRegistererWith(prometheus.Labels{"topic": topic}, n.reg)
+	return persist.NewOutboxRelay(n.db, w, persist.OutboxConfig{Topic: topic, Secret: []byte(n.cfg.ClusterSecret), Log: n.log}, reg)
 }
 
 func (n *node) persister() *persist.Persister {

@@ -15,15 +15,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
-// Topics, both keyed by auction id so that one auction's messages keep
+// Topics, all keyed by auction id so that one auction's messages keep
 // their order in one partition.
 const (
-	TopicBidAccepted   = "bid-accepted"
-	TopicAuctionClosed = "auction-closed"
+	TopicBidAccepted      = "bid-accepted"
+	TopicAuctionClosed    = "auction-closed"
+	TopicAuctionCancelled = "auction-cancelled"
 )
 
 // Topics lists every topic bidgate uses.
-var Topics = []string{TopicBidAccepted, TopicAuctionClosed}
+var Topics = []string{TopicBidAccepted, TopicAuctionClosed, TopicAuctionCancelled}
 
 // Embedded is an in-process Kafka-protocol broker on a loopback port. It
 // keeps messages in memory: a restart forgets them, which the relays allow

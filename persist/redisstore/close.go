@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -12,6 +13,9 @@ var (
 	//go:embed lua/close_auction.lua
 	closeAuctionLua    string
 	closeAuctionScript = redis.NewScript(closeAuctionLua)
+	//go:embed lua/cancel_auction.lua
+	cancelAuctionLua    string
+	cancelAuctionScript = redis.NewScript(cancelAuctionLua)
 )
 
 // Ending says what Close found.
@@ -21,6 +25,7 @@ const (
 	NoState Ending = iota // Redis has no state for the auction
 	Closed                // closed, now or earlier: the final state follows
 	Running               // not ended by Redis's clock: EndUs is the (extended) end
+	Cancelled             // cancelled by its seller (the row may not know yet)
 )
 
 // CloseOutcome is Close's answer.
@@ -47,7 +52,7 @@ func (s *Store) Close(ctx context.Context, id int64) (CloseOutcome, error) {
 	return o, nil
 }
 
-// parseClose reads {0}, {2, end_us} or {1, price, leader, seq, end_us}.
+// parseClose reads {0}, {3}, {2, end_us} or {1, price, leader, seq, end_us}.
 func parseClose(v []any) (CloseOutcome, error) {
 	if len(v) == 0 {
 		return CloseOutcome{}, fmt.Errorf("empty script result")
@@ -60,6 +65,8 @@ func parseClose(v []any) (CloseOutcome, error) {
 	switch {
 	case kind == 0 && len(v) == 1:
 		o.Ending = NoState
+	case kind == 3 && len(v) == 1:
+		o.Ending = Cancelled
 	case kind == 2 && len(v) == 2:
 		o.Ending = Running
 		o.EndUs, err = intReply(v[1])
@@ -79,4 +86,36 @@ func parseClose(v []any) (CloseOutcome, error) {
 		return o, fmt.Errorf("bad script result %v", v)
 	}
 	return o, err
+}
+
+// Cancel outcomes.
+var (
+	ErrCancelClosed  = errors.New("auction closed or ended")
+	ErrCancelHasBids = errors.New("auction has bids")
+)
+
+// Cancel cancels a hot auction by Redis's clock and state: only while it is
+// open, before its end and before its first bid. It returns the auction's
+// end, or ErrNoState, ErrCancelClosed or ErrCancelHasBids. Cancelling a
+// cancelled auction succeeds again.
+func (s *Store) Cancel(ctx context.Context, id int64) (endUs int64, err error) {
+	v, err := cancelAuctionScript.Run(ctx, s.rdb, []string{KeysOf(id).State}).Slice()
+	if err != nil {
+		return 0, unavailable(fmt.Errorf("cancel auction %d in Redis: %w", id, err))
+	}
+	kind, err := intReply(v[0])
+	if err != nil {
+		return 0, fmt.Errorf("cancel auction %d in Redis: %w", id, err)
+	}
+	switch {
+	case kind == 0:
+		return 0, ErrNoState
+	case kind == 1 && len(v) == 2:
+		return intReply(v[1])
+	case kind == 2:
+		return 0, ErrCancelClosed
+	case kind == 3:
+		return 0, ErrCancelHasBids
+	}
+	return 0, fmt.Errorf("cancel auction %d in Redis: bad script result %v", id, v)
 }

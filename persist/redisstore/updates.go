@@ -71,7 +71,7 @@ func ParseUpdate(msg string) (Update, error) {
 		return Update{}, fmt.Errorf("state update: %w", err)
 	}
 	switch u.Status = bidgate.Status(f[5]); u.Status {
-	case bidgate.StatusOpen, bidgate.StatusClosed:
+	case bidgate.StatusOpen, bidgate.StatusClosed, bidgate.StatusCancelled:
 	default:
 		return Update{}, fmt.Errorf("state update: bad status %q", f[5])
 	}

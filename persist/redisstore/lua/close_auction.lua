@@ -9,6 +9,7 @@
 --   {1, price, leader, seq, end_us}  closed, now or by an earlier call: the
 --                                    final state (leader '' when nobody bid)
 --   {2, end_us}                      not ended yet: the (extended) end
+--   {3}                              cancelled by its seller
 --   {0}                              no state in Redis
 --
 -- Idempotent: once CLOSED it only reads, so a closer that crashed after this
@@ -18,6 +19,9 @@
 local s = redis.call('HMGET', KEYS[1], 'price', 'leader', 'end_us', 'status', 'seq')
 if not s[1] then
   return {0}
+end
+if s[4] == 'CANCELLED' then
+  return {3}
 end
 if s[4] ~= 'CLOSED' then
   local t = redis.call('TIME')
