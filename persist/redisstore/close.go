@@ -22,10 +22,10 @@ var (
 type Ending int
 
 const (
-	NoState Ending = iota // Redis has no state for the auction
-	Closed                // closed, now or earlier: the final state follows
-	Running               // not ended by Redis's clock: EndUs is the (extended) end
-	Cancelled             // cancelled by its seller (the row may not know yet)
+	NoState   Ending = iota // Redis has no state for the auction
+	Closed                  // closed, now or earlier: the final state follows
+	Running                 // not ended by Redis's clock: EndUs is the (extended) end
+	Cancelled               // cancelled by its seller (the row may not know yet)
 )
 
 // CloseOutcome is Close's answer.
