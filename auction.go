@@ -63,8 +63,19 @@ type Auction struct {
 	ExtendWindow time.Duration
 	ExtendBy     time.Duration
 	MaxEndTime   time.Time // anti-sniping never extends past it; zero: no cap
+	// ReservePrice is hidden: only whether it is met is ever shown.
+	ReservePrice decimal.NullDecimal
 	BidCount     int64
 	CreatedAt    time.Time
+}
+
+// ReserveMet reports whether the auction has a reserve and whether its
+// leader's bid reaches it; an auction that ends below it has no winner.
+func (a Auction) ReserveMet() (met, has bool) {
+	if !a.ReservePrice.Valid {
+		return false, false
+	}
+	return a.LeaderID != 0 && a.CurrentPrice.GreaterThanOrEqual(a.ReservePrice.Decimal), true
 }
 
 // MinimumBid is the lowest amount the auction accepts next.
@@ -82,7 +93,8 @@ type NewAuction struct {
 	Hot          bool
 	ExtendWindow time.Duration
 	ExtendBy     time.Duration
-	MaxEndTime   time.Time // optional cap of anti-sniping extensions; after EndTime
+	MaxEndTime   time.Time           // optional cap of anti-sniping extensions; after EndTime
+	ReservePrice decimal.NullDecimal // optional, at least StartPrice
 }
 
 // Validate checks everything that does not need a clock; whether EndTime lies
@@ -103,6 +115,14 @@ func (n *NewAuction) Validate() error {
 	}
 	if n.StartPrice.Add(n.MinIncrement).GreaterThan(MaxAmount) {
 		return InvalidInput("invalid_amount", "startPrice + minIncrement exceeds the largest amount "+MaxAmount.StringFixed(2))
+	}
+	if r := n.ReservePrice; r.Valid {
+		if err := CheckMoney("reservePrice", r.Decimal, false); err != nil {
+			return err
+		}
+		if r.Decimal.LessThan(n.StartPrice) {
+			return InvalidInput("invalid_amount", "reservePrice must be at least startPrice")
+		}
 	}
 	if n.EndTime.IsZero() {
 		return InvalidInput("invalid_end_time", "endTime is required (RFC 3339)")

@@ -42,6 +42,9 @@ type AuctionClosed struct {
 	FinalPrice string    `json:"finalPrice"`
 	ClosedAt   time.Time `json:"closedAt"`
 	BidCount   int64     `json:"bidCount"`
+	// ReserveMet is there only for an auction with a reserve; when false,
+	// WinnerID is nil: nobody won.
+	ReserveMet *bool `json:"reserveMet,omitempty"`
 }
 
 // AuctionCancelled is the payload of an auction-cancelled event, delivered

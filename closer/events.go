@@ -16,8 +16,16 @@ import (
 // row the same transaction settled, so every copy the relay sends (it
 // delivers at least once) names the same winner.
 func event(a pgstore.Closed) bidgate.AuctionClosed {
-	return bidgate.AuctionClosed{AuctionID: a.ID, WinnerID: a.Leader, FinalPrice: bidgate.FormatMoney(a.Price),
+	e := bidgate.AuctionClosed{AuctionID: a.ID, WinnerID: a.Leader, FinalPrice: bidgate.FormatMoney(a.Price),
 		ClosedAt: a.ClosedAt.UTC(), BidCount: a.BidCount}
+	if a.Reserve.Valid {
+		met := a.Leader != nil && a.Price.GreaterThanOrEqual(a.Reserve.Decimal)
+		e.ReserveMet = &met
+		if !met {
+			e.WinnerID = nil // below the reserve nobody wins
+		}
+	}
+	return e
 }
 
 // addEvents writes one outbox row per closed auction and notifies the

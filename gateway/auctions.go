@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/shopspring/decimal"
 	"github.com/valyala/fasthttp"
 
 	"bidgate"
@@ -21,6 +22,7 @@ type createAuctionRequest struct {
 	ExtendWindowSeconds *int64        `json:"extendWindowSeconds"`
 	ExtendBySeconds     *int64        `json:"extendBySeconds"`
 	MaxEndTime          *string       `json:"maxEndTime"`
+	ReservePrice        bidgate.Money `json:"reservePrice"`
 }
 
 // toNewAuction checks presence and formats; bidgate.NewAuction.Validate
@@ -62,6 +64,9 @@ func (r createAuctionRequest) toNewAuction(seller auth.Principal) (bidgate.NewAu
 		}
 		n.ExtendBy = time.Duration(*b) * time.Second
 	}
+	if r.ReservePrice.Set {
+		n.ReservePrice = decimal.NullDecimal{Decimal: r.ReservePrice.Decimal, Valid: true}
+	}
 	if m := r.MaxEndTime; m != nil {
 		t, err := time.Parse(time.RFC3339Nano, *m)
 		if err != nil {
@@ -88,6 +93,7 @@ type auctionResponse struct {
 	ExtendWindowSeconds int64  `json:"extendWindowSeconds"`
 	ExtendBySeconds     int64  `json:"extendBySeconds"`
 	MaxEndTime          string `json:"maxEndTime,omitempty"`
+	ReserveMet          *bool  `json:"reserveMet,omitempty"` // only with a reserve, never its amount
 	CreatedAt           string `json:"createdAt"`
 }
 
@@ -110,6 +116,9 @@ func newAuctionResponse(a bidgate.Auction) auctionResponse {
 	}
 	if !a.MaxEndTime.IsZero() {
 		r.MaxEndTime = formatTime(a.MaxEndTime)
+	}
+	if met, has := a.ReserveMet(); has {
+		r.ReserveMet = &met
 	}
 	return r
 }

@@ -327,7 +327,7 @@ func decodeJSON(ctx *fasthttp.RequestCtx, v any) error {
 }
 
 // moneyMembers are the request members that hold amounts.
-var moneyMembers = map[string]bool{"/amount": true, "/startPrice": true, "/minIncrement": true}
+var moneyMembers = map[string]bool{"/amount": true, "/startPrice": true, "/minIncrement": true, "/reservePrice": true}
 
 // pathID reads a route parameter that is an id (bidgate.ParseID).
 func pathID(ctx *fasthttp.RequestCtx, name string) (int64, error) {

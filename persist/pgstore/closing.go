@@ -32,6 +32,7 @@ type Closed struct {
 	BidCount int64
 	EndTime  time.Time
 	ClosedAt time.Time
+	Reserve  decimal.NullDecimal // the hidden reserve, if any
 }
 
 // CloseDueCold closes up to limit cold auctions whose end has passed by the
@@ -127,7 +128,7 @@ func (s *Store) SettleHot(ctx context.Context, settle []Settlement) ([]Closed, e
 func collectClosed(rows pgx.Rows) ([]Closed, error) {
 	closed, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Closed, error) {
 		var a Closed
-		err := row.Scan(&a.ID, &a.Leader, &a.Price, &a.BidCount, &a.EndTime, &a.ClosedAt)
+		err := row.Scan(&a.ID, &a.Leader, &a.Price, &a.BidCount, &a.EndTime, &a.ClosedAt, &a.Reserve)
 		return a, err
 	})
 	if err != nil {

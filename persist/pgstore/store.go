@@ -77,7 +77,7 @@ func (s *Store) CreateAuction(ctx context.Context, n bidgate.NewAuction) (bidgat
 	}
 	row := s.DB.QueryRow(ctx, createAuctionSQL, n.SellerID, n.Title, n.StartPrice, n.MinIncrement,
 		string(mode), n.EndTime, int64(n.ExtendWindow/time.Second), int64(n.ExtendBy/time.Second),
-		int64(bidgate.MaxAuctionDuration/time.Second), nullTime(n.MaxEndTime))
+		int64(bidgate.MaxAuctionDuration/time.Second), nullTime(n.MaxEndTime), n.ReservePrice)
 	a, err := scanAuction(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return bidgate.Auction{}, bidgate.ErrEndTimeOutOfRange
@@ -147,7 +147,7 @@ func scanAuction(row pgx.Row) (bidgate.Auction, error) {
 		maxEnd                 *time.Time
 	)
 	err := row.Scan(&a.ID, &a.SellerID, &a.Title, &a.StartPrice, &a.CurrentPrice, &a.MinIncrement,
-		&leader, &status, &mode, &a.EndTime, &windowSecs, &extendSecs, &a.BidCount, &a.CreatedAt, &maxEnd)
+		&leader, &status, &mode, &a.EndTime, &windowSecs, &extendSecs, &a.BidCount, &a.CreatedAt, &maxEnd, &a.ReservePrice)
 	if err != nil {
 		return bidgate.Auction{}, err
 	}

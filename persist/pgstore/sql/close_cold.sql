@@ -22,4 +22,4 @@ UPDATE auction a
   FROM due
  WHERE a.id = due.id
    AND a.status = 'OPEN'
-RETURNING a.id, a.leader_id, a.current_price, a.bid_count, a.end_time, a.closed_at
+RETURNING a.id, a.leader_id, a.current_price, a.bid_count, a.end_time, a.closed_at, a.reserve_price

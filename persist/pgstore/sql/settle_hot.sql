@@ -12,4 +12,4 @@ UPDATE auction a
        AS s(id, price, leader, bid_count, end_us)
  WHERE a.id = s.id
    AND a.status = 'OPEN'
-RETURNING a.id, a.leader_id, a.current_price, a.bid_count, a.end_time, a.closed_at
+RETURNING a.id, a.leader_id, a.current_price, a.bid_count, a.end_time, a.closed_at, a.reserve_price

@@ -1,0 +1,77 @@
+package closer
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"bidgate"
+	"bidgate/persist/redisstore"
+)
+
+// TestReserveAtClose: an auction that ends below its hidden reserve closes
+// with no winner (winnerId null, reserveMet false in the event); one that
+// reaches it names its winner (reserveMet true); the reserve itself is in
+// no event. Cold and hot.
+func TestReserveAtClose(t *testing.T) {
+	e := newEnv(t, 4, Config{})
+	for _, hot := range []bool{false, true} {
+		for _, tc := range []struct {
+			name   string
+			bids   []string
+			met    bool
+			winner *int64
+			price  string
+			nBids  int64
+		}{
+			{name: "below the reserve", bids: []string{"120", "150"}, met: false, price: "150.00", nBids: 2},
+			{name: "at the reserve", bids: []string{"120", "180"}, met: true, winner: ptr(2), price: "180.00", nBids: 2},
+			{name: "no bid", met: false, price: "100.00"},
+		} {
+			name := map[bool]string{false: "cold", true: "hot"}[hot] + ": " + tc.name
+			t.Run(name, func(t *testing.T) {
+				a, err := e.shards.CreateAuction(ctx, bidgate.NewAuction{
+					SellerID: 9_000_007, Title: "reserve lot", StartPrice: decimal.NewFromInt(100),
+					MinIncrement: decimal.NewFromInt(1), EndTime: time.Now().Add(time.Hour), ExtendBy: time.Second, Hot: hot,
+					ReservePrice: decimal.NullDecimal{Decimal: decimal.NewFromInt(180), Valid: true},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if hot {
+					t.Cleanup(func() {
+						if err := redisstore.New(e.rdb).Delete(context.Background(), a.ID); err != nil {
+							t.Error(err)
+						}
+					})
+				}
+				for i, amount := range tc.bids {
+					e.bid(t, a.ID, int64(i+1), amount)
+				}
+				if hot {
+					e.setRedisEnd(t, a.ID, -time.Second)
+				}
+				e.endInPostgres(t, a.ID)
+				if _, err := e.closer.CloseDue(ctx); err != nil {
+					t.Fatal(err)
+				}
+				events := readOutbox(t, e.db, `aggregate_id = $1`, a.ID)
+				if len(events) != 1 {
+					t.Fatalf("%d outbox rows, want 1", len(events))
+				}
+				ev := events[0].event
+				if ev.ReserveMet == nil || *ev.ReserveMet != tc.met || !equalLeader(ev.WinnerID, tc.winner) ||
+					ev.FinalPrice != tc.price || ev.BidCount != tc.nBids {
+					t.Fatalf("event %s; want reserveMet %v, winner %v, price %s", events[0].payload, tc.met, fmtLeader(tc.winner), tc.price)
+				}
+				// The reserve (180) shows only as the price that met it.
+				if got := string(events[0].payload); strings.Contains(got, "reservePrice") || !tc.met && strings.Contains(got, "180") {
+					t.Fatalf("the event shows the reserve: %s", got)
+				}
+			})
+		}
+	}
+}
