@@ -568,3 +568,27 @@ func TestViewersPerAddress(t *testing.T) {
 	c1.leave(t)
 	dial(t, n, a.ID).next(t, 5*time.Second)
 }
+
+// A seller's cancel reaches the viewers as the final message: type closed,
+// status CANCELLED; a viewer who connects afterwards gets just that.
+func TestViewersSeeCancel(t *testing.T) {
+	e := newEnv(t)
+	n := startNode(t, e.rdb, e.svc, Config{}, nodeOpts{})
+	for _, hot := range []bool{false, true} {
+		a := createAuction(t, e.svc, hot)
+		c := dial(t, n, a.ID)
+		if m := c.next(t, 5*time.Second); m.Type != typeSnapshot {
+			t.Fatalf("first message %+v", m)
+		}
+		if _, err := e.svc.Cancel(bg, a.ID, a.SellerID); err != nil {
+			t.Fatal(err)
+		}
+		if m := c.next(t, 5*time.Second); m.Type != typeClosed || m.Status != bidgate.StatusCancelled {
+			t.Fatalf("hot %v: after the cancel %+v", hot, m)
+		}
+		late := dial(t, n, a.ID)
+		if m := late.next(t, 5*time.Second); m.Type != typeClosed || m.Status != bidgate.StatusCancelled {
+			t.Fatalf("hot %v: a late viewer's first message %+v", hot, m)
+		}
+	}
+}
