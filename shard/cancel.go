@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -43,7 +44,7 @@ func (s *Service) Cancel(ctx context.Context, id, seller int64) (bidgate.Auction
 	a, err = s.Auction(ctx, id)
 	if err == nil {
 		s.cache.update(id, a.SellerID, a.CurrentPrice, a.MinIncrement, true)
-		s.hot.publishFinal(ctx, a)
+		s.cold.pub.publish(ctx, a, time.Time{}) // whichever path: the state is final
 	}
 	return a, err
 }

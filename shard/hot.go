@@ -174,11 +174,3 @@ func (h *hot) auction(ctx context.Context, a bidgate.Auction) (bidgate.Auction, 
 	}
 	return st.Apply(a), nil
 }
-
-// publishFinal announces an auction's final state (cancelled) to its
-// viewers; best effort, as every state update.
-func (h *hot) publishFinal(ctx context.Context, a bidgate.Auction) {
-	if err := h.rs.Publish(ctx, redisstore.UpdateOf(a, time.Time{})); err != nil {
-		h.metrics.publishFailures.Inc()
-	}
-}

@@ -8,8 +8,9 @@ import (
 	"bidgate/persist/redisstore"
 )
 
-// publisher announces a cold auction's new state on its Redis channel (a hot
-// auction's batch script publishes its own). Viewers may miss one update
+// publisher announces a cold auction's new state, or any auction's final
+// one (a cancel), on its Redis channel; a hot auction's batch script
+// publishes its bids' states itself. Viewers may miss one update
 // (the next carries a higher seq), so a failure is counted, not returned.
 type publisher struct {
 	rs      *redisstore.Store
