@@ -65,8 +65,12 @@ type Auction struct {
 	MaxEndTime   time.Time // anti-sniping never extends past it; zero: no cap
 	// ReservePrice is hidden: only whether it is met is ever shown.
 	ReservePrice decimal.NullDecimal
-	BidCount     int64
-	CreatedAt    time.Time
+	// LeaderMax is the leader's hidden maximum (their amount, for a straight
+	// bid); never shown. Zero while nobody leads.
+	LeaderMax   decimal.Decimal
+	BuyNowPrice decimal.NullDecimal // allowed while BidCount is 0
+	BidCount    int64
+	CreatedAt   time.Time
 }
 
 // ReserveMet reports whether the auction has a reserve and whether its
@@ -95,6 +99,9 @@ type NewAuction struct {
 	ExtendBy     time.Duration
 	MaxEndTime   time.Time           // optional cap of anti-sniping extensions; after EndTime
 	ReservePrice decimal.NullDecimal // optional, at least StartPrice
+	// BuyNowPrice is optional, at least StartPrice + MinIncrement and the
+	// reserve.
+	BuyNowPrice decimal.NullDecimal
 }
 
 // Validate checks everything that does not need a clock; whether EndTime lies
@@ -122,6 +129,14 @@ func (n *NewAuction) Validate() error {
 		}
 		if r.Decimal.LessThan(n.StartPrice) {
 			return InvalidInput("invalid_amount", "reservePrice must be at least startPrice")
+		}
+	}
+	if b := n.BuyNowPrice; b.Valid {
+		if err := CheckMoney("buyNowPrice", b.Decimal, false); err != nil {
+			return err
+		}
+		if b.Decimal.LessThan(n.StartPrice.Add(n.MinIncrement)) || n.ReservePrice.Valid && b.Decimal.LessThan(n.ReservePrice.Decimal) {
+			return InvalidInput("invalid_amount", "buyNowPrice must be at least startPrice + minIncrement and the reservePrice")
 		}
 	}
 	if n.EndTime.IsZero() {

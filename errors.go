@@ -26,6 +26,14 @@ var (
 	// ErrForbidden: the caller may not do this to this auction (another
 	// user's auction).
 	ErrForbidden = errors.New("forbidden")
+	// ErrAlreadyLeading: the leader placed a straight bid; only a proxy bid
+	// with a higher maximum changes anything for them.
+	ErrAlreadyLeading = errors.New("already leading")
+	// ErrMaxNotRaised: the leader's proxy bid is not above their maximum.
+	ErrMaxNotRaised = errors.New("maximum not raised")
+	// ErrBuyNowUnavailable: the auction has no buy-now price, or a bid was
+	// accepted already.
+	ErrBuyNowUnavailable = errors.New("buy-now unavailable")
 	// ErrOverloaded: too many requests wait on one auction; retry shortly.
 	ErrOverloaded = errors.New("overloaded")
 )

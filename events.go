@@ -62,6 +62,8 @@ type BidAccepted struct {
 	AuctionID  int64     `json:"auctionId"`
 	BidderID   int64     `json:"bidderId"`
 	Amount     string    `json:"amount"`
+	Kind       BidKind   `json:"kind,omitempty"`      // empty: straight (a message from before proxy bids)
+	MaxAmount  string    `json:"maxAmount,omitempty"` // a proxy row's hidden maximum
 	RequestID  string    `json:"requestId"`
 	Seq        int64     `json:"seq"`
 	AcceptedAt time.Time `json:"acceptedAt"`
@@ -75,8 +77,25 @@ func (b BidAccepted) Validate() error {
 	if b.AuctionID <= 0 || b.BidderID <= 0 || b.Seq <= 0 {
 		return fmt.Errorf("bid %d/%d: auction, bidder and seq must be positive", b.AuctionID, b.Seq)
 	}
-	if _, err := ParseMoney(b.Amount); err != nil {
+	amount, err := ParseMoney(b.Amount)
+	if err != nil {
 		return fmt.Errorf("bid %d/%d: amount: %w", b.AuctionID, b.Seq, err)
+	}
+	switch b.Kind {
+	case "", KindStraight, KindAutomatic, KindBuyNow:
+		if b.MaxAmount != "" {
+			return fmt.Errorf("bid %d/%d: a %s row has no maximum", b.AuctionID, b.Seq, b.Kind)
+		}
+	case KindProxy:
+		max, err := ParseMoney(b.MaxAmount)
+		if err != nil {
+			return fmt.Errorf("bid %d/%d: maxAmount: %w", b.AuctionID, b.Seq, err)
+		}
+		if max.LessThan(amount) {
+			return fmt.Errorf("bid %d/%d: maxAmount below amount", b.AuctionID, b.Seq)
+		}
+	default:
+		return fmt.Errorf("bid %d/%d: unknown kind %q", b.AuctionID, b.Seq, b.Kind)
 	}
 	if _, err := uuid.Parse(b.RequestID); err != nil {
 		return fmt.Errorf("bid %d/%d: request id: %w", b.AuctionID, b.Seq, err)

@@ -212,7 +212,11 @@ func (e *Env) pgLimit(ctx context.Context, conns, auctions int, dur time.Duratio
 				amount := bidgate.FromCents(10000 + 100*k)
 				var seq int64
 				var at, end time.Time
-				err := pool.QueryRow(ctx, pgstore.ColdBidSQL(), scratch[a], limitBidder(k), amount, uuid.New()).Scan(&seq, &at, &end)
+				var row, price decimal.Decimal
+				var leading bool
+				key := uuid.New()
+				err := pool.QueryRow(ctx, pgstore.ColdBidSQL(), scratch[a], limitBidder(k), amount, key,
+					string(bidgate.KindStraight), bidgate.AutomaticRequestID(key)).Scan(&seq, &at, &end, &row, &leading, &price)
 				switch {
 				case err == nil:
 					accepted.Add(1)

@@ -188,7 +188,7 @@ WHERE id = $1 RETURNING end_time`, a.ID).Scan(&end); err != nil {
 				case errors.Is(err, bidgate.ErrAuctionClosed):
 					refused.Add(1)
 					return
-				case errors.Is(err, bidgate.ErrBidTooLow):
+				case errors.Is(err, bidgate.ErrBidTooLow), errors.Is(err, bidgate.ErrAlreadyLeading):
 				default:
 					t.Errorf("bid %s: %v", r.Amount, err)
 					return

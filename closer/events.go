@@ -2,8 +2,6 @@ package closer
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"time"
 
 	"bidgate"
@@ -12,35 +10,10 @@ import (
 	"bidgate/persist/redisstore"
 )
 
-// event is the auction-closed payload. The winner and price come from the
-// row the same transaction settled, so every copy the relay sends (it
-// delivers at least once) names the same winner.
-func event(a pgstore.Closed) bidgate.AuctionClosed {
-	e := bidgate.AuctionClosed{AuctionID: a.ID, WinnerID: a.Leader, FinalPrice: bidgate.FormatMoney(a.Price),
-		ClosedAt: a.ClosedAt.UTC(), BidCount: a.BidCount}
-	if a.Reserve.Valid {
-		met := a.Leader != nil && a.Price.GreaterThanOrEqual(a.Reserve.Decimal)
-		e.ReserveMet = &met
-		if !met {
-			e.WinnerID = nil // below the reserve nobody wins
-		}
-	}
-	return e
-}
-
-// addEvents writes one outbox row per closed auction and notifies the
-// relays, inside the closing transaction tx: the event exists if and only if
-// the close committed.
+// addEvents writes one outbox row per closed auction inside the closing
+// transaction: the event exists if and only if the close committed.
 func addEvents(ctx context.Context, store *pgstore.Store, closed []pgstore.Closed) error {
-	events := make([]pgstore.Event, len(closed))
-	for i, a := range closed {
-		b, err := json.Marshal(event(a))
-		if err != nil {
-			return fmt.Errorf("encode auction-closed event of auction %d: %w", a.ID, err)
-		}
-		events[i] = pgstore.Event{AggregateID: a.ID, Payload: b}
-	}
-	return store.AddEvents(ctx, kafka.TopicAuctionClosed, events)
+	return store.AddClosedEvents(ctx, kafka.TopicAuctionClosed, closed)
 }
 
 // announce publishes the final CLOSED state of each auction on its updates

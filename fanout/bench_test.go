@@ -146,7 +146,7 @@ func bidAtRate(b *testing.B, e *env, id int64, total, rate int) []bidgate.Bid {
 					mu.Lock()
 					accepted = append(accepted, res.Bid)
 					mu.Unlock()
-				case !errors.Is(err, bidgate.ErrBidTooLow):
+				case !errors.Is(err, bidgate.ErrBidTooLow) && !errors.Is(err, bidgate.ErrAlreadyLeading):
 					b.Errorf("bid %d: %v", i, err)
 					return
 				}

@@ -42,7 +42,7 @@ func TestViewerSeesSnapshotUpdatesAndClose(t *testing.T) {
 		wg.Go(func() {
 			for i := range 10 {
 				// Some lose the race and are too low; nothing else may fail.
-				if _, err := placeBid(e.svc, a.ID, int64(w+1), 101+int64(i*5+w)); err != nil && !errors.Is(err, bidgate.ErrBidTooLow) {
+				if _, err := placeBid(e.svc, a.ID, int64(w+1), 101+int64(i*5+w)); err != nil && !errors.Is(err, bidgate.ErrBidTooLow) && !errors.Is(err, bidgate.ErrAlreadyLeading) {
 					t.Errorf("bid: %v", err)
 				}
 			}
@@ -105,7 +105,7 @@ func TestCoalescesBurstToFewMessages(t *testing.T) {
 				switch {
 				case err == nil:
 					accepted.Add(1)
-				case !errors.Is(err, bidgate.ErrBidTooLow):
+				case !errors.Is(err, bidgate.ErrBidTooLow) && !errors.Is(err, bidgate.ErrAlreadyLeading):
 					t.Errorf("bid %d: %v", i, err)
 					return
 				}

@@ -23,6 +23,7 @@ type createAuctionRequest struct {
 	ExtendBySeconds     *int64        `json:"extendBySeconds"`
 	MaxEndTime          *string       `json:"maxEndTime"`
 	ReservePrice        bidgate.Money `json:"reservePrice"`
+	BuyNowPrice         bidgate.Money `json:"buyNowPrice"`
 }
 
 // toNewAuction checks presence and formats; bidgate.NewAuction.Validate
@@ -64,6 +65,9 @@ func (r createAuctionRequest) toNewAuction(seller auth.Principal) (bidgate.NewAu
 		}
 		n.ExtendBy = time.Duration(*b) * time.Second
 	}
+	if r.BuyNowPrice.Set {
+		n.BuyNowPrice = decimal.NewNullDecimal(r.BuyNowPrice.Decimal)
+	}
 	if r.ReservePrice.Set {
 		n.ReservePrice = decimal.NullDecimal{Decimal: r.ReservePrice.Decimal, Valid: true}
 	}
@@ -94,6 +98,7 @@ type auctionResponse struct {
 	ExtendBySeconds     int64  `json:"extendBySeconds"`
 	MaxEndTime          string `json:"maxEndTime,omitempty"`
 	ReserveMet          *bool  `json:"reserveMet,omitempty"` // only with a reserve, never its amount
+	BuyNowPrice         string `json:"buyNowPrice,omitempty"`
 	CreatedAt           string `json:"createdAt"`
 }
 
@@ -119,6 +124,9 @@ func newAuctionResponse(a bidgate.Auction) auctionResponse {
 	}
 	if met, has := a.ReserveMet(); has {
 		r.ReserveMet = &met
+	}
+	if a.BuyNowPrice.Valid {
+		r.BuyNowPrice = bidgate.FormatMoney(a.BuyNowPrice.Decimal)
 	}
 	return r
 }

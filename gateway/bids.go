@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 	"time"
@@ -14,23 +15,36 @@ import (
 )
 
 type bidRequest struct {
-	BidderID *int64        `json:"bidderId"` // optional: the bidder is the token's subject
-	Amount   bidgate.Money `json:"amount"`
+	BidderID *int64 `json:"bidderId"` // optional: the bidder is the token's subject
+	// Exactly one: a straight bid's amount, or a proxy bid's maximum.
+	Amount    bidgate.Money `json:"amount"`
+	MaxAmount bidgate.Money `json:"maxAmount"`
 }
 
 type bidResponse struct {
-	AuctionID  int64  `json:"auctionId"`
-	BidderID   int64  `json:"bidderId"`
-	Amount     string `json:"amount"`
-	RequestID  string `json:"requestId"`
-	AcceptedAt string `json:"acceptedAt"`
-	EndTime    string `json:"endTime"`
-	Seq        int64  `json:"seq"`
+	AuctionID int64  `json:"auctionId"`
+	BidderID  int64  `json:"bidderId"`
+	Kind      string `json:"kind"`
+	// Amount is the bid's row: what a proxy bid stood at once decided.
+	Amount       string `json:"amount"`
+	MaxAmount    string `json:"maxAmount,omitempty"` // the bidder's own maximum, to them only
+	Leading      bool   `json:"leading"`
+	CurrentPrice string `json:"currentPrice"`
+	RequestID    string `json:"requestId"`
+	AcceptedAt   string `json:"acceptedAt"`
+	EndTime      string `json:"endTime"`
+	Seq          int64  `json:"seq"`
 }
 
-func newBidResponse(b bidgate.Bid) bidResponse {
-	return bidResponse{AuctionID: b.AuctionID, BidderID: b.BidderID, Amount: bidgate.FormatMoney(b.Amount),
+func newBidResponse(r bidgate.BidResult) bidResponse {
+	b := r.Bid
+	resp := bidResponse{AuctionID: b.AuctionID, BidderID: b.BidderID, Kind: string(b.Kind), Amount: bidgate.FormatMoney(b.Amount),
+		Leading: r.Leading, CurrentPrice: bidgate.FormatMoney(r.CurrentPrice),
 		RequestID: b.RequestID.String(), AcceptedAt: formatTime(b.AcceptedAt), EndTime: formatTime(b.EndTime), Seq: b.Seq}
+	if b.MaxAmount.Valid {
+		resp.MaxAmount = bidgate.FormatMoney(b.MaxAmount.Decimal)
+	}
+	return resp
 }
 
 // idempotencyKey reads the required Idempotency-Key header: a UUID in its
@@ -71,11 +85,16 @@ func parseBid(ctx *fasthttp.RequestCtx, bidder int64) (bidgate.BidRequest, error
 	case body.BidderID != nil && *body.BidderID != bidder:
 		return bidgate.BidRequest{}, bidgate.ErrSubjectMismatch
 	}
-	if !body.Amount.Set {
-		return bidgate.BidRequest{}, bidgate.InvalidInput("invalid_amount", "amount is required")
+	if body.Amount.Set == body.MaxAmount.Set {
+		return bidgate.BidRequest{}, bidgate.InvalidInput("invalid_amount",
+			"give exactly one of amount (a straight bid) and maxAmount (a proxy bid)")
 	}
 	// The shard validates the request (PlaceBid), wherever it is placed.
-	return bidgate.BidRequest{AuctionID: auctionID, BidderID: bidder, Amount: body.Amount.Decimal, RequestID: key}, nil
+	r := bidgate.BidRequest{AuctionID: auctionID, BidderID: bidder, Amount: body.Amount.Decimal, RequestID: key}
+	if body.MaxAmount.Set {
+		r.Amount, r.Proxy = body.MaxAmount.Decimal, true
+	}
+	return r, nil
 }
 
 // placeClientBid serves POST /auctions/{id}/bids: the bidder is the
@@ -115,7 +134,70 @@ func (s *Server) placeBid(ctx *fasthttp.RequestCtx, bidder int64) {
 	if res.Replayed {
 		status = fasthttp.StatusOK
 	}
-	writeJSON(ctx, status, newBidResponse(res.Bid))
+	writeJSON(ctx, status, newBidResponse(res))
+}
+
+// buyNowRequest is the body of POST /auctions/{id}/buy-now: empty, or the
+// buyer when authentication is off.
+type buyNowRequest struct {
+	BidderID *int64 `json:"bidderId"`
+}
+
+// buyNow serves POST /auctions/{id}/buy-now: the token's subject buys the
+// auction at its buy-now price while no bid has been accepted. Any node
+// serves it: the store that serializes the auction's bids decides it.
+func (s *Server) buyNow(ctx *fasthttp.RequestCtx, p auth.Principal) {
+	start := time.Now()
+	outcome := "invalid"
+	defer func() {
+		s.metrics.bids.WithLabelValues(outcome).Inc()
+		s.metrics.bidDuration.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
+	}()
+	r, err := parseBuyNow(ctx, p.UserID)
+	if err != nil {
+		problem.Write(ctx, problemFor(err, s.log))
+		return
+	}
+	ctx.Response.Header.Set(headerNode, s.cfg.NodeID)
+	c, cancel := s.requestContext(ctx)
+	defer cancel()
+	res, err := s.auctions.PlaceBid(c, r)
+	outcome = bidOutcome(res, err)
+	if err != nil {
+		problem.Write(ctx, problemFor(err, s.log))
+		return
+	}
+	status := fasthttp.StatusCreated
+	if res.Replayed {
+		status = fasthttp.StatusOK
+	}
+	writeJSON(ctx, status, newBidResponse(res))
+}
+
+func parseBuyNow(ctx *fasthttp.RequestCtx, buyer int64) (bidgate.BidRequest, error) {
+	auctionID, err := pathID(ctx, "id")
+	if err != nil {
+		return bidgate.BidRequest{}, err
+	}
+	key, err := idempotencyKey(ctx)
+	if err != nil {
+		return bidgate.BidRequest{}, err
+	}
+	var body buyNowRequest
+	if len(bytes.TrimSpace(ctx.PostBody())) > 0 {
+		if err := decodeJSON(ctx, &body); err != nil {
+			return bidgate.BidRequest{}, err
+		}
+	}
+	switch {
+	case buyer == 0 && body.BidderID == nil: // authentication is off
+		return bidgate.BidRequest{}, bidgate.InvalidInput("invalid_bidder_id", "bidderId is required when authentication is off")
+	case buyer == 0:
+		buyer = *body.BidderID
+	case body.BidderID != nil && *body.BidderID != buyer:
+		return bidgate.BidRequest{}, bidgate.ErrSubjectMismatch
+	}
+	return bidgate.BidRequest{AuctionID: auctionID, BidderID: buyer, BuyNow: true, RequestID: key}, nil
 }
 
 // forwardedKey marks a request that came through the internal endpoint:

@@ -43,6 +43,14 @@ func problemFor(err error, log *slog.Logger) problem.Problem {
 		return problem.New(fasthttp.StatusConflict, "has_bids", "the auction has bids: it can no longer be cancelled")
 	case errors.Is(err, bidgate.ErrForbidden):
 		return problem.New(fasthttp.StatusForbidden, "forbidden", "only the auction's seller may do this")
+	case errors.Is(err, bidgate.ErrAlreadyLeading):
+		return problem.New(fasthttp.StatusConflict, "already_leading",
+			"you lead this auction already; only a proxy bid with a higher maximum changes anything")
+	case errors.Is(err, bidgate.ErrMaxNotRaised):
+		return problem.New(fasthttp.StatusConflict, "max_not_raised", "a new maximum must be above your current one")
+	case errors.Is(err, bidgate.ErrBuyNowUnavailable):
+		return problem.New(fasthttp.StatusConflict, "buy_now_unavailable",
+			"this auction has no buy-now price, or a bid was accepted already")
 	case errors.Is(err, bidgate.ErrSelfBidding):
 		return problem.New(fasthttp.StatusForbidden, "self_bidding", "a seller cannot bid on their own auction")
 	case errors.Is(err, bidgate.ErrIdempotencyKeyReused):

@@ -27,11 +27,12 @@ func TestReservePrice(t *testing.T) {
 				}
 			}
 			check(false)
-			for _, tc := range []struct {
+			for i, tc := range []struct {
 				amount string
 				met    bool
 			}{{"1200", false}, {"1550", false}, {"1560", true}, {"1600", true}} {
-				if r := s.bid(bidder, id, uuid.NewString(), map[string]any{"amount": tc.amount}); r.status != 201 || strings.Contains(r.raw, "reserve") {
+				// Two bidders in turn: a leader's own straight bid is refused.
+				if r := s.bid(bidder+int64(i%2), id, uuid.NewString(), map[string]any{"amount": tc.amount}); r.status != 201 || strings.Contains(r.raw, "reserve") {
 					t.Fatalf("bid %s: %d %s", tc.amount, r.status, r.raw)
 				}
 				check(tc.met)

@@ -144,6 +144,7 @@ func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *
 		r.POST("/auctions/{id}/bids", s.route("place_bid", s.authorized(auth.ScopeBid, s.placeClientBid)))
 		r.POST("/auctions/{id}/promote", s.route("promote", s.authorized(auth.ScopeOperator, s.promote)))
 		r.POST("/auctions/{id}/cancel", s.route("cancel_auction", s.authorized(auth.ScopeSell, s.cancelAuction)))
+		r.POST("/auctions/{id}/buy-now", s.route("buy_now", s.authorized(auth.ScopeBid, s.buyNow)))
 	}
 	if cfg.Viewers != nil && !cfg.OpsOnly {
 		r.GET("/ws/auctions/{id}", s.route("ws_auction", s.watch))
@@ -327,7 +328,8 @@ func decodeJSON(ctx *fasthttp.RequestCtx, v any) error {
 }
 
 // moneyMembers are the request members that hold amounts.
-var moneyMembers = map[string]bool{"/amount": true, "/startPrice": true, "/minIncrement": true, "/reservePrice": true}
+var moneyMembers = map[string]bool{"/amount": true, "/startPrice": true, "/minIncrement": true, "/reservePrice": true,
+	"/maxAmount": true, "/buyNowPrice": true}
 
 // pathID reads a route parameter that is an id (bidgate.ParseID).
 func pathID(ctx *fasthttp.RequestCtx, name string) (int64, error) {

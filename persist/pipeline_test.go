@@ -152,7 +152,7 @@ func (p *pipeline) bid(auction int64, n int, from int64) map[uuid.UUID]bool {
 					mu.Lock()
 					accepted[r.RequestID] = true
 					mu.Unlock()
-				case err != nil && !errors.Is(err, bidgate.ErrBidTooLow):
+				case err != nil && !errors.Is(err, bidgate.ErrBidTooLow) && !errors.Is(err, bidgate.ErrAlreadyLeading):
 					p.t.Errorf("bid: %v", err)
 					return
 				}

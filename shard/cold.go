@@ -30,15 +30,19 @@ func (c *cold) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidR
 	if res, done, err := decide(v, r); done {
 		return res, err
 	}
-	bid, placed, err := c.store.PlaceColdBid(ctx, r)
+	res, placed, err := c.store.PlaceColdBid(ctx, r)
 	if err != nil {
 		return bidgate.BidResult{}, err
 	}
 	if placed {
-		c.cache.update(r.AuctionID, v.Seller, r.Amount, v.Inc, false)
-		c.pub.publish(ctx, bidgate.Auction{ID: r.AuctionID, CurrentPrice: r.Amount, LeaderID: r.BidderID,
-			EndTime: bid.EndTime, Status: bidgate.StatusOpen, BidCount: bid.Seq}, bid.AcceptedAt)
-		return bidgate.BidResult{Bid: bid}, nil
+		bid, leader, count := res.Bid, r.BidderID, res.Bid.Seq
+		if !res.Leading { // the leader's automatic row follows the bid
+			leader, count = v.Leader, count+1
+		}
+		c.cache.update(r.AuctionID, v.Seller, res.CurrentPrice, v.Inc, false)
+		c.pub.publish(ctx, bidgate.Auction{ID: r.AuctionID, CurrentPrice: res.CurrentPrice, LeaderID: leader,
+			EndTime: bid.EndTime, Status: bidgate.StatusOpen, BidCount: count}, bid.AcceptedAt)
+		return res, nil
 	}
 	// Lost a race: to a higher bid, to the end, to a promotion, or to a
 	// request with the same key. The look-up now sees the winner.
@@ -48,8 +52,9 @@ func (c *cold) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidR
 	if res, done, err := decide(v, r); done {
 		return res, err
 	}
-	// Unreachable while prices only rise and ends only move later: the
-	// statement refused at an earlier instant, so the newer view refuses too.
+	// Unreachable while prices only rise, maxima only rise under a leader
+	// and ends only move later: the statement refused at an earlier
+	// instant, so the newer view refuses too.
 	return bidgate.BidResult{}, &bidgate.BidTooLowError{CurrentPrice: v.Price, MinimumBid: v.Price.Add(v.Inc)}
 }
 
@@ -67,11 +72,12 @@ func (c *cold) lookUp(ctx context.Context, r bidgate.BidRequest) (pgstore.ColdVi
 }
 
 // decide returns the answer the view already implies, in the order the API
-// promises: a replay before any re-validation, then closed, then too low.
+// promises: a replay before any re-validation, then self-bidding, closed,
+// too low, and the leader's own bids that change nothing.
 func decide(v pgstore.ColdView, r bidgate.BidRequest) (res bidgate.BidResult, done bool, err error) {
 	switch {
-	case v.Existing != nil && v.Existing.SameAs(r):
-		return bidgate.BidResult{Bid: *v.Existing, Replayed: true}, true, nil
+	case v.Existing != nil && v.Existing.Bid.SameAs(r):
+		return *v.Existing, true, nil
 	case v.Existing != nil:
 		return res, true, bidgate.ErrIdempotencyKeyReused
 	case v.Seller == r.BidderID:
@@ -80,8 +86,16 @@ func decide(v pgstore.ColdView, r bidgate.BidRequest) (res bidgate.BidResult, do
 		return res, true, bidgate.ErrAuctionClosed
 	case v.Mode != bidgate.ModeCold:
 		return res, true, errNotCold
+	case r.BuyNow && !v.BuyNowOpen:
+		return res, true, bidgate.ErrBuyNowUnavailable
+	case r.BuyNow:
+		return res, false, nil
 	case r.Amount.LessThan(v.Price.Add(v.Inc)):
 		return res, true, &bidgate.BidTooLowError{CurrentPrice: v.Price, MinimumBid: v.Price.Add(v.Inc)}
+	case v.Leader == r.BidderID && !r.Proxy:
+		return res, true, bidgate.ErrAlreadyLeading
+	case v.Leader == r.BidderID && r.Amount.LessThanOrEqual(v.LeaderMax):
+		return res, true, bidgate.ErrMaxNotRaised
 	}
 	return res, false, nil
 }

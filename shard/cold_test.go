@@ -65,7 +65,7 @@ func storm(t *testing.T, place placeFunc, auction int64) {
 			defer wg.Done()
 			<-start
 			r := bid(auction, i, decimal.NewFromInt(1000+10*i).String())
-			if _, err := place(ctx, r); err != nil && !errors.Is(err, bidgate.ErrBidTooLow) {
+			if _, err := place(ctx, r); err != nil && !errors.Is(err, bidgate.ErrBidTooLow) && !errors.Is(err, bidgate.ErrAlreadyLeading) {
 				errs <- err
 			}
 		}()

@@ -148,6 +148,18 @@ func (h *hot) load(ctx context.Context, auctionID int64) error {
 			a.EndTime = end
 		}
 	}
+	// The newest row holds the price and the leader after it (an
+	// automatic row follows the bid it answered); the leader's maximum is
+	// the highest value of their own rows.
+	if n := len(bids); n > 0 && bids[n-1].Seq >= a.BidCount {
+		last := bids[n-1]
+		a.CurrentPrice, a.LeaderID, a.LeaderMax = last.Amount, last.BidderID, last.Amount
+		for _, b := range bids {
+			if b.BidderID == last.BidderID && b.Value().GreaterThan(a.LeaderMax) {
+				a.LeaderMax = b.Value()
+			}
+		}
+	}
 	_, err = h.rs.Load(ctx, a, bids, false)
 	return err
 }

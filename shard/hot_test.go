@@ -276,7 +276,7 @@ func TestHotRandomized(t *testing.T) {
 			if inLog && an.err != nil {
 				t.Fatalf("request %s refused as closed but in the log", an.req.RequestID)
 			}
-		case errors.Is(an.err, bidgate.ErrBidTooLow):
+		case errors.Is(an.err, bidgate.ErrBidTooLow), errors.Is(an.err, bidgate.ErrAlreadyLeading):
 			if inLog {
 				t.Fatalf("request %s refused as too low but in the log", an.req.RequestID)
 			}
@@ -316,7 +316,7 @@ func TestHotIdempotencyUnderConcurrency(t *testing.T) {
 			switch {
 			case err == nil && !res.Replayed:
 				fresh[k].Add(1)
-			case err == nil, errors.Is(err, bidgate.ErrBidTooLow):
+			case err == nil, errors.Is(err, bidgate.ErrBidTooLow), errors.Is(err, bidgate.ErrAlreadyLeading):
 				// a replay, or a key that lost to a higher one before its first use
 			default:
 				t.Errorf("request %d: %v", i, err)
@@ -355,7 +355,9 @@ func TestRateLimitPerBidder(t *testing.T) {
 	start := time.Now()
 	for range 15 {
 		amount++
-		_, err := s.PlaceBid(ctx, bid(a.ID, greedy, strconv.Itoa(amount)))
+		r := bid(a.ID, greedy, strconv.Itoa(amount))
+		r.Proxy = true // the leader raising their maximum: every bid is accepted
+		_, err := s.PlaceBid(ctx, r)
 		var rl *bidgate.RateLimitedError
 		if errors.As(err, &rl) {
 			limited++
@@ -406,7 +408,7 @@ func TestPromotionUnderLoad(t *testing.T) {
 				}
 				r := bid(a.ID, int64(g+1), strconv.FormatInt(1000+n, 10))
 				res, err := s.PlaceBid(ctx, r)
-				if err != nil && !errors.Is(err, bidgate.ErrBidTooLow) {
+				if err != nil && !errors.Is(err, bidgate.ErrBidTooLow) && !errors.Is(err, bidgate.ErrAlreadyLeading) {
 					t.Errorf("bid: %v", err)
 					return
 				}

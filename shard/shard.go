@@ -139,15 +139,21 @@ func (s *Service) Auction(ctx context.Context, id int64) (bidgate.Auction, error
 	return a, nil
 }
 
-// PlaceBid decides one bid. It returns a BidResult (new or replayed) or one of
-// bidgate's errors: ErrAuctionNotFound, ErrAuctionClosed, a *BidTooLowError,
-// ErrIdempotencyKeyReused, a *RateLimitedError, ErrOverloaded, an
-// *InputError, ErrUnavailable; anything else is a bug.
+// PlaceBid decides one bid, or a buy-now (r.BuyNow). It returns a BidResult
+// (new or replayed) or one of bidgate's errors: ErrAuctionNotFound,
+// ErrAuctionClosed, a *BidTooLowError, ErrIdempotencyKeyReused,
+// ErrSelfBidding, ErrAlreadyLeading, ErrMaxNotRaised, ErrBuyNowUnavailable,
+// a *RateLimitedError, ErrOverloaded, an *InputError, ErrUnavailable;
+// anything else is a bug.
 func (s *Service) PlaceBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidResult, error) {
 	if err := r.Validate(); err != nil {
 		return bidgate.BidResult{}, err
 	}
-	res, err := s.placeBid(ctx, r)
+	place := s.placeBid
+	if r.BuyNow {
+		place = s.buyNow
+	}
+	res, err := place(ctx, r)
 	switch {
 	case errors.Is(err, bidgate.ErrRateLimited):
 		s.metrics.rateLimited.Inc()

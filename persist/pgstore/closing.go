@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -33,6 +34,36 @@ type Closed struct {
 	EndTime  time.Time
 	ClosedAt time.Time
 	Reserve  decimal.NullDecimal // the hidden reserve, if any
+}
+
+// Event is the auction-closed payload. The winner and price come from the
+// row the closing statement settled, so every copy the relay sends (it
+// delivers at least once) names the same winner.
+func (c Closed) Event() bidgate.AuctionClosed {
+	e := bidgate.AuctionClosed{AuctionID: c.ID, WinnerID: c.Leader, FinalPrice: bidgate.FormatMoney(c.Price),
+		ClosedAt: c.ClosedAt.UTC(), BidCount: c.BidCount}
+	if c.Reserve.Valid {
+		met := c.Leader != nil && c.Price.GreaterThanOrEqual(c.Reserve.Decimal)
+		e.ReserveMet = &met
+		if !met {
+			e.WinnerID = nil // below the reserve nobody wins
+		}
+	}
+	return e
+}
+
+// AddClosedEvents writes one outbox row for topic per closed auction,
+// inside the transaction that closed it.
+func (s *Store) AddClosedEvents(ctx context.Context, topic string, closed []Closed) error {
+	events := make([]Event, len(closed))
+	for i, c := range closed {
+		b, err := json.Marshal(c.Event())
+		if err != nil {
+			return fmt.Errorf("encode the auction-closed event of auction %d: %w", c.ID, err)
+		}
+		events[i] = Event{AggregateID: c.ID, Payload: b}
+	}
+	return s.AddEvents(ctx, topic, events)
 }
 
 // CloseDueCold closes up to limit cold auctions whose end has passed by the

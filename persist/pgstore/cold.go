@@ -23,13 +23,16 @@ var (
 // ColdView is what PostgreSQL holds of an auction and of an earlier bid
 // with the same request id, read in one snapshot.
 type ColdView struct {
-	Status   bidgate.Status
-	Mode     bidgate.Mode
-	Running  bool // end time still ahead, by the database clock
-	Price    decimal.Decimal
-	Inc      decimal.Decimal
-	Seller   int64
-	Existing *bidgate.Bid // nil when the request id is new
+	Status     bidgate.Status
+	Mode       bidgate.Mode
+	Running    bool // end time still ahead, by the database clock
+	Price      decimal.Decimal
+	Inc        decimal.Decimal
+	Seller     int64
+	Leader     int64              // 0: nobody
+	LeaderMax  decimal.Decimal    // hidden
+	BuyNowOpen bool               // a buy-now price and no bid yet
+	Existing   *bidgate.BidResult // nil when the request id is new
 }
 
 // LookUpBid reads the auction a bid is for and the bid its request id made
@@ -38,12 +41,16 @@ func (s *Store) LookUpBid(ctx context.Context, r bidgate.BidRequest) (ColdView, 
 	var (
 		v            ColdView
 		status, mode string
+		leader       *int64
 		bidder, seq  *int64
-		amount       decimal.NullDecimal
+		kind         *string
+		amount, max  decimal.NullDecimal
+		answeredAt   decimal.NullDecimal
 		at, end      *time.Time
 	)
-	err := s.DB.QueryRow(ctx, lookUpSQL, r.AuctionID, r.RequestID).
-		Scan(&status, &mode, &v.Running, &v.Price, &v.Inc, &v.Seller, &bidder, &amount, &seq, &at, &end)
+	err := s.DB.QueryRow(ctx, lookUpSQL, r.AuctionID, r.RequestID, bidgate.AutomaticRequestID(r.RequestID)).
+		Scan(&status, &mode, &v.Running, &v.Price, &v.Inc, &v.Seller, &leader, &v.LeaderMax, &v.BuyNowOpen,
+			&bidder, &amount, &kind, &max, &seq, &at, &end, &answeredAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return v, bidgate.ErrAuctionNotFound
 	}
@@ -51,31 +58,45 @@ func (s *Store) LookUpBid(ctx context.Context, r bidgate.BidRequest) (ColdView, 
 		return v, fmt.Errorf("look up auction %d: %w", r.AuctionID, err)
 	}
 	v.Status, v.Mode = bidgate.Status(status), bidgate.Mode(mode)
+	if leader != nil {
+		v.Leader = *leader
+	}
 	if bidder != nil {
-		v.Existing = &bidgate.Bid{AuctionID: r.AuctionID, BidderID: *bidder, Amount: amount.Decimal,
-			RequestID: r.RequestID, Seq: *seq, AcceptedAt: *at, EndTime: *end}
+		b := bidgate.Bid{AuctionID: r.AuctionID, BidderID: *bidder, Amount: amount.Decimal, Kind: bidgate.BidKind(*kind),
+			MaxAmount: max, RequestID: r.RequestID, Seq: *seq, AcceptedAt: *at, EndTime: *end}
+		v.Existing = &bidgate.BidResult{Bid: b, Replayed: true, Leading: !answeredAt.Valid, CurrentPrice: b.Amount}
+		if answeredAt.Valid {
+			v.Existing.CurrentPrice = answeredAt.Decimal
+		}
 	}
 	return v, nil
 }
 
-// PlaceColdBid runs the cold path's conditional statement: check and write
-// in one step, by the database clock. placed is false when it wrote nothing
-// (the bid lost a race to a higher bid, the end, a promotion or a request
-// with the same key); a new LookUpBid then explains why.
-func (s *Store) PlaceColdBid(ctx context.Context, r bidgate.BidRequest) (bid bidgate.Bid, placed bool, err error) {
-	bid = bidgate.Bid{AuctionID: r.AuctionID, BidderID: r.BidderID, Amount: r.Amount, RequestID: r.RequestID}
-	err = s.DB.QueryRow(ctx, coldBidSQL, r.AuctionID, r.BidderID, r.Amount, r.RequestID).
-		Scan(&bid.Seq, &bid.AcceptedAt, &bid.EndTime)
+// PlaceColdBid runs the cold path's conditional statement: check, decide
+// and write in one step, by the database clock. placed is false when it
+// wrote nothing (the bid lost a race to a higher bid, the end, a promotion
+// or a request with the same key, or the leader's bid changes nothing); a
+// new LookUpBid then explains why.
+func (s *Store) PlaceColdBid(ctx context.Context, r bidgate.BidRequest) (res bidgate.BidResult, placed bool, err error) {
+	b := bidgate.Bid{AuctionID: r.AuctionID, BidderID: r.BidderID, Kind: r.Kind(), RequestID: r.RequestID}
+	if r.Proxy {
+		b.MaxAmount = decimal.NewNullDecimal(r.Amount)
+	}
+	err = s.DB.QueryRow(ctx, coldBidSQL, r.AuctionID, r.BidderID, r.Amount, r.RequestID, string(r.Kind()),
+		bidgate.AutomaticRequestID(r.RequestID)).
+		Scan(&b.Seq, &b.AcceptedAt, &b.EndTime, &b.Amount, &res.Leading, &res.CurrentPrice)
+	res.Bid = b
 	switch {
 	case err == nil:
-		return bid, true, nil
+		return res, true, nil
 	case errors.Is(err, pgx.ErrNoRows), IsUniqueViolation(err, "bid_auction_id_request_id_key"):
-		return bid, false, nil
+		return res, false, nil
 	}
-	return bid, false, fmt.Errorf("cold bid on auction %d: %w", r.AuctionID, err)
+	return res, false, fmt.Errorf("cold bid on auction %d: %w", r.AuctionID, err)
 }
 
 // ColdBidSQL is the cold path's statement, with parameters auction id,
-// bidder id, amount, request id: the load-test harness measures
+// bidder id, value, request id, kind ("straight" or "proxy"), the derived
+// request id of an automatic answer: the load-test harness measures
 // PostgreSQL's own ceiling on it.
 func ColdBidSQL() string { return coldBidSQL }

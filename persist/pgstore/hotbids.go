@@ -60,7 +60,7 @@ func WriteHotBids(ctx context.Context, tx pgx.Tx, bids []bidgate.BidAccepted) (p
 	if len(cols.auction) > 0 {
 		var raised int64
 		err := tx.QueryRow(ctx, insertBidsSQL, cols.auction, cols.bidder, cols.amount, cols.request,
-			cols.seq, cols.accepted, cols.end).Scan(&inserted, &raised)
+			cols.seq, cols.accepted, cols.end, cols.kind, cols.max).Scan(&inserted, &raised)
 		if err != nil {
 			return nil, 0, fmt.Errorf("insert bids: %w", err)
 		}
@@ -84,6 +84,8 @@ type bidColumns struct {
 	amount               []decimal.Decimal
 	request              []uuid.UUID
 	accepted, end        []time.Time
+	kind                 []string
+	max                  []decimal.NullDecimal
 }
 
 func (c *bidColumns) add(b bidgate.BidAccepted) error {
@@ -101,6 +103,17 @@ func (c *bidColumns) add(b bidgate.BidAccepted) error {
 	c.auction, c.bidder, c.seq = append(c.auction, b.AuctionID), append(c.bidder, b.BidderID), append(c.seq, b.Seq)
 	c.amount, c.request = append(c.amount, amount), append(c.request, req)
 	c.accepted, c.end = append(c.accepted, b.AcceptedAt), append(c.end, b.EndTime)
+	kind, max := b.Kind, decimal.NullDecimal{}
+	if kind == "" {
+		kind = bidgate.KindStraight
+	}
+	if kind == bidgate.KindProxy {
+		if max.Decimal, err = bidgate.ParseMoney(b.MaxAmount); err != nil {
+			return err
+		}
+		max.Valid = true
+	}
+	c.kind, c.max = append(c.kind, string(kind)), append(c.max, max)
 	return nil
 }
 

@@ -77,7 +77,7 @@ func (s *Store) CreateAuction(ctx context.Context, n bidgate.NewAuction) (bidgat
 	}
 	row := s.DB.QueryRow(ctx, createAuctionSQL, n.SellerID, n.Title, n.StartPrice, n.MinIncrement,
 		string(mode), n.EndTime, int64(n.ExtendWindow/time.Second), int64(n.ExtendBy/time.Second),
-		int64(bidgate.MaxAuctionDuration/time.Second), nullTime(n.MaxEndTime), n.ReservePrice)
+		int64(bidgate.MaxAuctionDuration/time.Second), nullTime(n.MaxEndTime), n.ReservePrice, n.BuyNowPrice)
 	a, err := scanAuction(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return bidgate.Auction{}, bidgate.ErrEndTimeOutOfRange
@@ -129,7 +129,9 @@ func (s *Store) AcceptedBids(ctx context.Context, auctionID int64) ([]bidgate.Bi
 	}
 	bids, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (bidgate.Bid, error) {
 		b := bidgate.Bid{AuctionID: auctionID}
-		err := row.Scan(&b.BidderID, &b.Amount, &b.RequestID, &b.Seq, &b.AcceptedAt, &b.EndTime)
+		var kind string
+		err := row.Scan(&b.BidderID, &b.Amount, &kind, &b.MaxAmount, &b.RequestID, &b.Seq, &b.AcceptedAt, &b.EndTime)
+		b.Kind = bidgate.BidKind(kind)
 		return b, err
 	})
 	if err != nil {
@@ -147,7 +149,8 @@ func scanAuction(row pgx.Row) (bidgate.Auction, error) {
 		maxEnd                 *time.Time
 	)
 	err := row.Scan(&a.ID, &a.SellerID, &a.Title, &a.StartPrice, &a.CurrentPrice, &a.MinIncrement,
-		&leader, &status, &mode, &a.EndTime, &windowSecs, &extendSecs, &a.BidCount, &a.CreatedAt, &maxEnd, &a.ReservePrice)
+		&leader, &status, &mode, &a.EndTime, &windowSecs, &extendSecs, &a.BidCount, &a.CreatedAt, &maxEnd, &a.ReservePrice,
+		&a.LeaderMax, &a.BuyNowPrice)
 	if err != nil {
 		return bidgate.Auction{}, err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/shopspring/decimal"
 
 	"bidgate"
 )
@@ -34,7 +35,8 @@ type Summary struct {
 
 // Decision is one bid's outcome: a result (new or replayed) or its refusal
 // (bidgate.ErrAuctionClosed, a *bidgate.BidTooLowError,
-// bidgate.ErrIdempotencyKeyReused, bidgate.ErrSelfBidding).
+// bidgate.ErrIdempotencyKeyReused, bidgate.ErrSelfBidding,
+// bidgate.ErrAlreadyLeading, bidgate.ErrMaxNotRaised).
 type Decision struct {
 	Result bidgate.BidResult
 	Err    error
@@ -46,10 +48,10 @@ type Decision struct {
 // ErrNoState when Redis lacks the auction.
 func (s *Store) DecideBids(ctx context.Context, auctionID int64, reqs []bidgate.BidRequest) (Summary, []Decision, error) {
 	k := KeysOf(auctionID)
-	args := make([]any, 2, 2+3*len(reqs))
+	args := make([]any, 2, 2+4*len(reqs))
 	args[0], args[1] = Channel(auctionID), strconv.FormatInt(auctionID, 10)
 	for _, r := range reqs {
-		args = append(args, r.RequestID.String(), strconv.FormatInt(r.BidderID, 10), bidgate.Cents(r.Amount))
+		args = append(args, r.RequestID.String(), strconv.FormatInt(r.BidderID, 10), bidgate.Cents(r.Amount), string(r.Kind()))
 	}
 	v, err := bidBatchScript.Run(ctx, s.rdb, []string{k.State, k.Reqs, k.Log}, args...).Slice()
 	if err != nil {
@@ -102,20 +104,23 @@ func parseSummary(v any) (Summary, error) {
 
 // Result codes of bid_batch.lua.
 const (
-	codeAccepted    = 1 // {1, seq, at_us, end_us}
-	codeReplayed    = 2 // {2, seq, at_us, end_us}
-	codeKeyReused   = 3 // {3}
-	codeTooLow      = 4 // {4, price, inc}
-	codeClosed      = 5 // {5}
-	codeSelfBidding = 6 // {6}
+	codeAccepted       = 1 // {1, seq, at_us, end_us, amount, leading, price}
+	codeReplayed       = 2 // {2, seq, at_us, end_us, amount, leading, price}
+	codeKeyReused      = 3 // {3}
+	codeTooLow         = 4 // {4, price, inc}
+	codeClosed         = 5 // {5}
+	codeSelfBidding    = 6 // {6}
+	codeAlreadyLeading = 7 // {7}
+	codeMaxNotRaised   = 8 // {8}
+	codeUnavailable    = 9 // {9}, buy_now.lua only
 )
 
 func parseDecision(v any, r bidgate.BidRequest) (Decision, error) {
 	a, ok := v.([]any)
-	if !ok || len(a) == 0 || len(a) > 4 {
+	if !ok || len(a) == 0 || len(a) > 7 {
 		return Decision{}, fmt.Errorf("bad result %v", v)
 	}
-	var nums [4]int64
+	var nums [7]int64
 	for i := range a {
 		n, err := intReply(a[i])
 		if err != nil {
@@ -124,10 +129,15 @@ func parseDecision(v any, r bidgate.BidRequest) (Decision, error) {
 		nums[i] = n
 	}
 	switch {
-	case (nums[0] == codeAccepted || nums[0] == codeReplayed) && len(a) == 4:
-		bid := bidgate.Bid{AuctionID: r.AuctionID, BidderID: r.BidderID, Amount: r.Amount, RequestID: r.RequestID,
+	case (nums[0] == codeAccepted || nums[0] == codeReplayed) && len(a) == 7:
+		bid := bidgate.Bid{AuctionID: r.AuctionID, BidderID: r.BidderID, Amount: bidgate.FromCents(nums[4]),
+			Kind: r.Kind(), RequestID: r.RequestID,
 			Seq: nums[1], AcceptedAt: time.UnixMicro(nums[2]).UTC(), EndTime: time.UnixMicro(nums[3]).UTC()}
-		return Decision{Result: bidgate.BidResult{Bid: bid, Replayed: nums[0] == codeReplayed}}, nil
+		if r.Proxy {
+			bid.MaxAmount = decimal.NewNullDecimal(r.Amount)
+		}
+		return Decision{Result: bidgate.BidResult{Bid: bid, Replayed: nums[0] == codeReplayed,
+			Leading: nums[5] == 1, CurrentPrice: bidgate.FromCents(nums[6])}}, nil
 	case nums[0] == codeKeyReused:
 		return Decision{Err: bidgate.ErrIdempotencyKeyReused}, nil
 	case nums[0] == codeTooLow && len(a) == 3:
@@ -137,6 +147,44 @@ func parseDecision(v any, r bidgate.BidRequest) (Decision, error) {
 		return Decision{Err: bidgate.ErrAuctionClosed}, nil
 	case nums[0] == codeSelfBidding:
 		return Decision{Err: bidgate.ErrSelfBidding}, nil
+	case nums[0] == codeAlreadyLeading:
+		return Decision{Err: bidgate.ErrAlreadyLeading}, nil
+	case nums[0] == codeMaxNotRaised:
+		return Decision{Err: bidgate.ErrMaxNotRaised}, nil
+	case nums[0] == codeUnavailable:
+		return Decision{Err: bidgate.ErrBuyNowUnavailable}, nil
 	}
 	return Decision{}, fmt.Errorf("bad result %v", v)
+}
+
+var (
+	//go:embed lua/buy_now.lua
+	buyNowLua    string
+	buyNowScript = redis.NewScript(buyNowLua)
+)
+
+// BuyNow closes a hot auction at its buy-now price for the buyer r.BidderID,
+// by Redis's clock and atomically with its bids, while no bid has been
+// accepted: the decision's bid is the buy-now row, and its end the instant
+// it closed. Its refusals: bidgate.ErrAuctionClosed, ErrSelfBidding,
+// ErrIdempotencyKeyReused, ErrBuyNowUnavailable. It fails with ErrNoState
+// when Redis lacks the auction.
+func (s *Store) BuyNow(ctx context.Context, r bidgate.BidRequest) (Decision, error) {
+	k := KeysOf(r.AuctionID)
+	v, err := buyNowScript.Run(ctx, s.rdb, []string{k.State, k.Reqs, k.Log},
+		Channel(r.AuctionID), strconv.FormatInt(r.AuctionID, 10), r.RequestID.String(), strconv.FormatInt(r.BidderID, 10)).Slice()
+	if err != nil {
+		return Decision{}, unavailable(fmt.Errorf("buy-now on auction %d: %w", r.AuctionID, err))
+	}
+	if n, ok := v[0].(int64); ok && n == 0 && len(v) == 1 {
+		return Decision{}, ErrNoState
+	}
+	d, err := parseDecision(v, r)
+	if err != nil {
+		return Decision{}, fmt.Errorf("buy-now on auction %d: %w", r.AuctionID, err)
+	}
+	if d.Err == nil {
+		d.Result.Bid.Kind = bidgate.KindBuyNow
+	}
+	return d, nil
 }

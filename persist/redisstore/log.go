@@ -49,6 +49,15 @@ func logBid(auctionID int64, e redis.XMessage) (bidgate.BidAccepted, error) {
 	}
 	b.RequestID, _ = e.Values["req"].(string)
 	b.Amount = bidgate.FormatMoney(bidgate.FromCents(cents))
+	kind, _ := e.Values["kind"].(string)
+	b.Kind = bidgate.BidKind(kind)
+	if b.Kind == bidgate.KindProxy {
+		max, err := num("max")
+		if err != nil {
+			return b, err
+		}
+		b.MaxAmount = bidgate.FormatMoney(bidgate.FromCents(max))
+	}
 	b.AcceptedAt, b.EndTime = time.UnixMicro(atUs).UTC(), time.UnixMicro(endUs).UTC()
 	return b, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	"bidgate"
@@ -18,14 +19,51 @@ var (
 	loadStateScript = redis.NewScript(loadStateLua)
 )
 
-// record is a bid as bid_batch.lua keeps it under its request id, so that
-// a replay is answered with the original. Lua writes it on the hot path;
-// Load writes it here for bids PostgreSQL holds (TestRecordCodec pins the
-// two together).
-func record(b bidgate.Bid) string {
+// record is a bid as bid_batch.lua keeps it under its request id, with the
+// state right after it, so that a replay is answered like the original. Lua
+// writes it on the hot path; Load writes it here for bids PostgreSQL holds
+// (TestRecordCodec pins the two together).
+func record(r bidgate.BidResult) string {
+	b := r.Bid
+	if b.Kind == "" {
+		b.Kind = bidgate.KindStraight
+	}
+	leading := "0"
+	if r.Leading {
+		leading = "1"
+	}
+	var maxCents int64
+	if b.Kind == bidgate.KindProxy {
+		maxCents = bidgate.Cents(b.MaxAmount.Decimal)
+	}
 	return strconv.FormatInt(b.Seq, 10) + "|" + strconv.FormatInt(b.AcceptedAt.UnixMicro(), 10) + "|" +
 		strconv.FormatInt(b.EndTime.UnixMicro(), 10) + "|" + strconv.FormatInt(b.BidderID, 10) + "|" +
-		strconv.FormatInt(bidgate.Cents(b.Amount), 10)
+		strconv.FormatInt(bidgate.Cents(b.Amount), 10) + "|" + string(b.Kind) + "|" +
+		strconv.FormatInt(maxCents, 10) + "|" + leading + "|" + strconv.FormatInt(bidgate.Cents(r.CurrentPrice), 10)
+}
+
+// results turns an auction's rows into the answers their requests got:
+// a bid answered by an automatic row did not lead, and the automatic
+// row's amount was the price after it. Automatic rows answer no request.
+func results(bids []bidgate.Bid) []bidgate.BidResult {
+	auto := make(map[uuid.UUID]bidgate.Bid)
+	for _, b := range bids {
+		if b.Kind == bidgate.KindAutomatic {
+			auto[b.RequestID] = b
+		}
+	}
+	out := make([]bidgate.BidResult, 0, len(bids))
+	for _, b := range bids {
+		if b.Kind == bidgate.KindAutomatic {
+			continue
+		}
+		r := bidgate.BidResult{Bid: b, Leading: true, CurrentPrice: b.Amount}
+		if a, ok := auto[bidgate.AutomaticRequestID(b.RequestID)]; ok {
+			r.Leading, r.CurrentPrice = false, a.Amount
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // Load writes a hot auction's state and the request records of the bids
@@ -42,17 +80,24 @@ func (s *Store) Load(ctx context.Context, a bidgate.Auction, bids []bidgate.Bid,
 	if a.LeaderID != 0 {
 		leader = strconv.FormatInt(a.LeaderID, 10)
 	}
-	var maxEndUs int64 // 0: no cap
+	var maxEndUs, reserve, buyNow int64 // 0: no cap, no reserve, no buy-now
 	if !a.MaxEndTime.IsZero() {
 		maxEndUs = a.MaxEndTime.UnixMicro()
+	}
+	if a.ReservePrice.Valid {
+		reserve = bidgate.Cents(a.ReservePrice.Decimal)
+	}
+	if a.BuyNowPrice.Valid {
+		buyNow = bidgate.Cents(a.BuyNowPrice.Decimal)
 	}
 	args := []any{force,
 		"price", bidgate.Cents(a.CurrentPrice), "inc", bidgate.Cents(a.MinIncrement), "leader", leader,
 		"end_us", a.EndTime.UnixMicro(), "status", string(a.Status),
 		"window_us", a.ExtendWindow.Microseconds(), "by_us", a.ExtendBy.Microseconds(), "seq", a.BidCount,
-		"seller", a.SellerID, "max_end_us", maxEndUs}
-	for _, b := range bids {
-		args = append(args, b.RequestID.String(), record(b))
+		"seller", a.SellerID, "max_end_us", maxEndUs, "lmax", bidgate.Cents(a.LeaderMax), "reserve", reserve,
+		"buy_now", buyNow}
+	for _, r := range results(bids) {
+		args = append(args, r.Bid.RequestID.String(), record(r))
 	}
 	k := KeysOf(a.ID)
 	n, err := loadStateScript.Run(ctx, s.rdb, []string{k.State, k.Reqs}, args...).Int()

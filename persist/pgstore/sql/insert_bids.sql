@@ -15,11 +15,11 @@
 -- raise was committed with its first write. The row is never lowered, so
 -- batches may arrive in any order. bid_count is left to advance_persisted.sql.
 WITH new AS (
-    INSERT INTO bid (auction_id, bidder_id, amount, request_id, seq, accepted_at, end_time)
+    INSERT INTO bid (auction_id, bidder_id, amount, request_id, seq, accepted_at, end_time, kind, max_amount)
     SELECT u.*
       FROM unnest($1::bigint[], $2::bigint[], $3::numeric[], $4::uuid[],
-                  $5::bigint[], $6::timestamptz[], $7::timestamptz[])
-           AS u(auction_id, bidder_id, amount, request_id, seq, accepted_at, end_time)
+                  $5::bigint[], $6::timestamptz[], $7::timestamptz[], $8::text[], $9::numeric[])
+           AS u(auction_id, bidder_id, amount, request_id, seq, accepted_at, end_time, kind, max_amount)
       JOIN auction a ON a.id = u.auction_id
      WHERE a.mode = 'HOT'
        AND a.status = 'OPEN'

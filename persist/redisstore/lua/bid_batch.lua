@@ -2,46 +2,73 @@
 --
 -- KEYS[1] state hash   auction:{id}:state  price, inc (cents), leader, end_us,
 --                                          status, window_us, by_us, seq, seller,
---                                          max_end_us (extension cap, 0: none)
--- KEYS[2] request ids  auction:{id}:reqs   request id -> "seq|at_us|end_us|bidder|amount"
--- KEYS[3] bid log      auction:{id}:log    stream of accepted bids
--- ARGV[1] the auction's state-update channel, ARGV[2] its id, then triples
---         of request id, bidder id, amount in cents.
+--                                          max_end_us (extension cap, 0: none),
+--                                          lmax (leader's hidden maximum),
+--                                          reserve (0: none)
+-- KEYS[2] request ids  auction:{id}:reqs   request id -> record (below)
+-- KEYS[3] bid log      auction:{id}:log    stream of accepted rows
+-- ARGV[1] the auction's state-update channel, ARGV[2] its id, then per bid
+--         request id, bidder id, value in cents, kind ('straight' or
+--         'proxy'; a proxy bid's value is its maximum).
+--
+-- The rules are cold_bid.sql's (README "Auction rules"): the leader's
+-- proxy raises their maximum; a higher value leads; a value up to the
+-- leader's maximum is answered by an automatic row of the leader's, whose
+-- request id is derived from the challenger's (auto_id, the same as
+-- bidgate.AutomaticRequestID). Then the price jumps to the reserve once the
+-- leader's maximum reaches it.
 --
 -- The state is read once, decided on in locals and written once, so a batch
--- of n bids costs one read and one write plus one XADD per accepted bid.
+-- of n bids costs one read and one write plus one XADD per accepted row.
 -- Time is Redis TIME, read once: the whole batch is decided at one instant.
 -- A batch that accepted bids publishes the new state (format in
 -- updates.go), so no second round trip is needed for viewers.
 --
+-- A record is "seq|at_us|end_us|bidder|amount|kind|max|leading|price":
+-- the bid's row and the state right after it, so that a replay is
+-- answered like the original.
+--
 -- Returns {summary, result1, result2, ...}, summary = {price, inc, end_us,
 -- status, seq, leader, seller}, each result one of
---   {1, seq, at_us, end_us}      accepted
---   {2, seq, at_us, end_us}      replay of an accepted bid (same bidder and amount)
+--   {1, seq, at_us, end_us, amount, leading, price}  accepted
+--   {2, seq, at_us, end_us, amount, leading, price}  replay of an accepted bid
 --   {3}                          request id reused for another bid
 --   {4, price, inc}              too low
 --   {5}                          closed
 --   {6}                          the seller's own bid
+--   {7}                          the leader's straight bid
+--   {8}                          the leader's proxy bid not above their maximum
 -- or {0} when the state is missing (the caller loads it and retries).
 
 local function int(n) return string.format('%d', n) end
 
-local s = redis.call('HMGET', KEYS[1], 'price', 'inc', 'leader', 'end_us', 'status', 'window_us', 'by_us', 'seq', 'seller', 'max_end_us')
+local function auto_id(req)
+  local h = redis.sha1hex('bidgate-automatic:' .. req)
+  local variant = (tonumber(string.sub(h, 17, 17), 16) % 2 == 1) and 'f' or 'e'
+  return string.sub(h, 1, 8) .. '-' .. string.sub(h, 9, 12) .. '-5' .. string.sub(h, 14, 16) .. '-' ..
+    variant .. string.sub(h, 18, 20) .. '-' .. string.sub(h, 21, 32)
+end
+
+local s = redis.call('HMGET', KEYS[1], 'price', 'inc', 'leader', 'end_us', 'status', 'window_us', 'by_us', 'seq',
+  'seller', 'max_end_us', 'lmax', 'reserve')
 if not s[1] then
   return {0}
 end
 local price, inc, leader = tonumber(s[1]), tonumber(s[2]), s[3]
+if leader == '' then leader = false end
 local end_us, status = tonumber(s[4]), s[5]
 local window_us, by_us, seq = tonumber(s[6]), tonumber(s[7]), tonumber(s[8])
 local seller = s[9]
 local max_end = tonumber(s[10] or '0') or 0
+local lmax = tonumber(s[11] or '') or (leader and price or 0)
+local reserve = tonumber(s[12] or '0') or 0
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
-local n = (#ARGV - 2) / 3
+local n = (#ARGV - 2) / 4
 local ids = {}
-for i = 1, n do ids[i] = ARGV[3 * i] end
+for i = 1, n do ids[i] = ARGV[4 * i - 1] end
 local known = redis.call('HMGET', KEYS[2], unpack(ids))
 
 local fresh = {}   -- request ids accepted in this batch
@@ -49,13 +76,32 @@ local newreqs = {} -- HSET arguments for them
 local out = {}
 local changed = false
 
+local function add_row(id, bidder, amount, kind, max)
+  seq = seq + 1
+  local f = {'seq', int(seq), 'bidder', bidder, 'amount', int(amount), 'req', id,
+    'at_us', int(now), 'end_us', int(end_us), 'kind', kind}
+  if kind == 'proxy' then
+    f[#f + 1], f[#f + 2] = 'max', int(max)
+  end
+  redis.call('XADD', KEYS[3], '*', unpack(f))
+  return seq
+end
+
 for i = 1, n do
-  local id, bidder, amount = ids[i], ARGV[3 * i + 1], tonumber(ARGV[3 * i + 2])
+  local id, bidder, value, kind = ids[i], ARGV[4 * i], tonumber(ARGV[4 * i + 1]), ARGV[4 * i + 2]
   local prior = known[i] or fresh[id]
   if prior then
-    local pseq, pat, pend, pbidder, pamount = string.match(prior, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
-    if pbidder == bidder and tonumber(pamount) == amount then
-      out[i + 1] = {2, tonumber(pseq), tonumber(pat), tonumber(pend)}
+    local pseq, pat, pend, pbidder, pamount, pkind, pmax, plead, pprice =
+      string.match(prior, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([%a_]+)|(%d+)|(%d)|(%d+)$')
+    if not pseq then -- a record written before proxy bids: a straight bid
+      pseq, pat, pend, pbidder, pamount = string.match(prior, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
+      pkind, pmax, plead, pprice = 'straight', '0', '1', pamount
+    end
+    local pvalue = (pkind == 'proxy') and pmax or pamount
+    if not pseq then
+      out[i + 1] = {3}
+    elseif pbidder == bidder and pkind == kind and tonumber(pvalue) == value then
+      out[i + 1] = {2, tonumber(pseq), tonumber(pat), tonumber(pend), tonumber(pamount), tonumber(plead), tonumber(pprice)}
     else
       out[i + 1] = {3}
     end
@@ -63,10 +109,14 @@ for i = 1, n do
     out[i + 1] = {6}
   elseif status ~= 'OPEN' or now >= end_us then
     out[i + 1] = {5}
-  elseif amount < price + inc then
+  elseif value < price + inc then
     out[i + 1] = {4, price, inc}
+  elseif bidder == leader and kind ~= 'proxy' then
+    out[i + 1] = {7}
+  elseif bidder == leader and value <= lmax then
+    out[i + 1] = {8}
   else
-    price, leader, seq, changed = amount, bidder, seq + 1, true
+    changed = true
     if end_us - now < window_us and now + by_us > end_us then
       -- Never past the cap; the cap is after the end, so never shorter.
       if max_end > 0 and now + by_us > max_end then
@@ -75,18 +125,41 @@ for i = 1, n do
         end_us = now + by_us
       end
     end
-    redis.call('XADD', KEYS[3], '*', 'seq', int(seq), 'bidder', bidder, 'amount', int(amount),
-      'req', id, 'at_us', int(now), 'end_us', int(end_us))
-    local rec = int(seq) .. '|' .. int(now) .. '|' .. int(end_us) .. '|' .. bidder .. '|' .. int(amount)
+    local amount, leading -- the bid's row and whether it leads
+    if bidder == leader then -- raise: the price stays
+      lmax, leading = value, 1
+    elseif not leader or value > lmax then -- lead
+      if kind ~= 'proxy' then
+        price = value
+      elseif not leader then
+        price = price + inc
+      else
+        price = math.min(value, lmax + inc)
+      end
+      leader, lmax, leading = bidder, value, 1
+    else -- answered by the leader's proxy
+      price, amount, leading = math.min(lmax, value + inc), value, 0
+    end
+    if reserve > 0 and lmax >= reserve and price < reserve then
+      price = reserve
+    end
+    amount = amount or price
+    local myseq = add_row(id, bidder, amount, kind, value)
+    if leading == 0 then
+      add_row(auto_id(id), leader, price, 'automatic', 0)
+    end
+    local rec = int(myseq) .. '|' .. int(now) .. '|' .. int(end_us) .. '|' .. bidder .. '|' .. int(amount) .. '|' ..
+      kind .. '|' .. int(kind == 'proxy' and value or 0) .. '|' .. leading .. '|' .. int(price)
     fresh[id] = rec
     newreqs[#newreqs + 1] = id
     newreqs[#newreqs + 1] = rec
-    out[i + 1] = {1, seq, now, end_us}
+    out[i + 1] = {1, myseq, now, end_us, amount, leading, price}
   end
 end
 
 if changed then
-  redis.call('HSET', KEYS[1], 'price', int(price), 'leader', leader, 'end_us', int(end_us), 'seq', int(seq))
+  redis.call('HSET', KEYS[1], 'price', int(price), 'leader', leader, 'end_us', int(end_us), 'seq', int(seq),
+    'lmax', int(lmax))
   redis.call('HSET', KEYS[2], unpack(newreqs))
   redis.call('PUBLISH', ARGV[1], 'u1|' .. ARGV[2] .. '|' .. int(price) .. '|' .. leader .. '|' .. int(end_us) ..
     '|' .. status .. '|' .. int(seq) .. '|' .. int(now))
