@@ -592,3 +592,32 @@ func TestViewersSeeCancel(t *testing.T) {
 		}
 	}
 }
+
+// TestViewersSeeAutomaticBids: when a leader's proxy answers a bid, viewers
+// get the price after the automatic bid, with the leader unchanged, and
+// never the leader's hidden maximum.
+func TestViewersSeeAutomaticBids(t *testing.T) {
+	e := newEnv(t)
+	n := startNode(t, e.rdb, e.svc, Config{}, nodeOpts{})
+	for _, hot := range []bool{false, true} {
+		a := createAuction(t, e.svc, hot) // start 100, increment 1
+		c := dial(t, n, a.ID)
+		if _, err := e.svc.PlaceBid(bg, bidgate.BidRequest{AuctionID: a.ID, BidderID: 1, Amount: decimal.NewFromInt(377),
+			Proxy: true, RequestID: uuid.New()}); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := placeBid(e.svc, a.ID, 2, 150); err != nil || res.Leading {
+			t.Fatalf("the answered bid: %+v, %v", res, err)
+		}
+		msgs := c.until(t, 3, 5*time.Second) // the proxy, the bid, the automatic answer
+		last := msgs[len(msgs)-1]
+		if last.CurrentPrice != "151.00" || last.LeaderID == nil || *last.LeaderID != 1 || last.Seq != 3 {
+			t.Fatalf("hot %v: last message %+v", hot, last)
+		}
+		for _, m := range msgs {
+			if m.CurrentPrice == "377.00" {
+				t.Fatalf("hot %v: a viewer saw the hidden maximum: %+v", hot, m)
+			}
+		}
+	}
+}
