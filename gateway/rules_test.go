@@ -102,7 +102,7 @@ func TestProxyWorkedExample(t *testing.T) {
 					t.Fatalf("Y's answer shows X's maximum: %s", r.raw)
 				}
 				wantBid(t, s.bid(y, id, yKey, map[string]any{"amount": "1200"}), 200, false, "1210.00") // the replay
-				wantBid(t, s.bid(y, id, uuid.NewString(), proxy("1500")), 201, false, "1500.00")     // a tie: X stays
+				wantBid(t, s.bid(y, id, uuid.NewString(), proxy("1500")), 201, false, "1500.00")        // a tie: X stays
 				want := "1510.00"
 				if reserve != "" {
 					want = "1800.00"
