@@ -16,12 +16,17 @@ import (
 
 // BenchmarkHotScriptRaw is the baseline for the HTTP benchmarks: the hot bid
 // script called straight from Go, one bid per call (batch=1) or a batch per
-// call, by concurrent callers, with no HTTP, cache or rate limit.
+// call, by concurrent callers, with no HTTP, cache or rate limit. Bids rise
+// by 30.00. With proxy=3 every third bid is a proxy bid with a maximum 50.00
+// above its turn's amount: the next bid is answered by an automatic row, the
+// one after outbids it, so every bid is still accepted.
 func BenchmarkHotScriptRaw(b *testing.B) {
 	db, _ := pgtest.New(b, 4)
 	s := New(db, pgtest.Redis(b), Config{}, prometheus.NewRegistry())
-	for _, tc := range []struct{ callers, batch int }{{1, 1}, {64, 1}, {1, 100}} {
-		b.Run(fmt.Sprintf("callers=%d/batch=%d", tc.callers, tc.batch), func(b *testing.B) {
+	for _, tc := range []struct{ callers, batch, proxy int }{
+		{1, 1, 0}, {64, 1, 0}, {1, 100, 0}, {64, 1, 3}, {1, 100, 3},
+	} {
+		b.Run(fmt.Sprintf("callers=%d/batch=%d/proxy=%d", tc.callers, tc.batch, tc.proxy), func(b *testing.B) {
 			a := newHotAuction(b, s, "1000", "10", time.Hour, 0, time.Second)
 			var next atomic.Int64
 			var wg sync.WaitGroup
@@ -36,7 +41,10 @@ func BenchmarkHotScriptRaw(b *testing.B) {
 						for i := range reqs {
 							n := next.Add(1)
 							reqs[i] = bidgate.BidRequest{AuctionID: a.ID, BidderID: n, RequestID: uuid.New(),
-								Amount: bidgate.FromCents(101000 + 1000*n)}
+								Amount: bidgate.FromCents(101000 + 3000*n)}
+							if tc.proxy > 0 && n%int64(tc.proxy) == 0 {
+								reqs[i].Proxy, reqs[i].Amount = true, bidgate.FromCents(106000+3000*n)
+							}
 						}
 						if next.Load() > int64(b.N)+int64(tc.batch) {
 							return
