@@ -12,6 +12,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
+	"bidgate/persist/pgstore"
 	"bidgate/persist/pgtest"
 )
 
@@ -158,5 +159,69 @@ func TestProxyStorm(t *testing.T) {
 			}
 			t.Logf("%s: %d of 200 proxies accepted, %d rows", name, n, got.BidCount)
 		})
+	}
+}
+
+// TestPromotionCopiesTheHiddenMaximum: a cold auction's proxy leader keeps
+// their maximum across a promotion: a challenger below it is answered on
+// the hot path as on the cold one.
+func TestPromotionCopiesTheHiddenMaximum(t *testing.T) {
+	db, _ := pgtest.New(t, 8)
+	s := newService(t, db, Config{RateLimit: -1, PromoteRate: -1})
+	a := newAuction(t, s, "1000", "10", time.Hour, 0, time.Second)
+	proxy := bid(a.ID, 1, "1500")
+	proxy.Proxy = true
+	if res, err := s.PlaceBid(ctx, proxy); err != nil || !res.CurrentPrice.Equal(decimal.NewFromInt(1010)) {
+		t.Fatalf("proxy: %+v, %v", res, err)
+	}
+	if _, err := s.Promote(ctx, a.ID, "operator"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.PlaceBid(ctx, bid(a.ID, 2, "1400"))
+	if err != nil || res.Leading || !res.CurrentPrice.Equal(decimal.NewFromInt(1410)) || res.Bid.Seq != 2 {
+		t.Fatalf("after the promotion: %+v, %v", res, err)
+	}
+	if res, err = s.PlaceBid(ctx, bid(a.ID, 2, "1600")); err != nil || !res.Leading || res.Bid.Seq != 4 {
+		t.Fatalf("above the maximum: %+v, %v", res, err)
+	}
+	got, err := s.Auction(ctx, a.ID)
+	if err != nil || got.Mode != bidgate.ModeHot || got.LeaderID != 2 || !got.CurrentPrice.Equal(decimal.NewFromInt(1600)) {
+		t.Fatalf("auction %+v, %v", got, err)
+	}
+}
+
+// TestLostRedisStateKeepsTheHiddenMaximum: a hot auction whose Redis state
+// is lost is loaded again from the rows PostgreSQL holds, the leader's
+// maximum derived from their own rows.
+func TestLostRedisStateKeepsTheHiddenMaximum(t *testing.T) {
+	db, _ := pgtest.New(t, 8)
+	s := newService(t, db, Config{RateLimit: -1, PromoteRate: -1})
+	a := newHotAuction(t, s, "1000", "10", time.Hour, 0, time.Second)
+	for _, r := range []bidgate.BidRequest{bid(a.ID, 1, "1500"), bid(a.ID, 2, "1200"), bid(a.ID, 1, "1700")} {
+		r.Proxy = r.BidderID == 1
+		if _, err := s.PlaceBid(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log, err := s.rs.ReadLog(ctx, a.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := pgstore.WriteHotBids(ctx, tx, log); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.rs.Delete(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.PlaceBid(ctx, bid(a.ID, 3, "1650"))
+	if err != nil || res.Leading || !res.CurrentPrice.Equal(decimal.NewFromInt(1660)) || res.Bid.Seq != 5 {
+		t.Fatalf("a bid under the maximum after the reload: %+v, %v", res, err)
 	}
 }
