@@ -77,13 +77,8 @@ func parseBid(ctx *fasthttp.RequestCtx, bidder int64) (bidgate.BidRequest, error
 	if err := decodeJSON(ctx, &body); err != nil {
 		return bidgate.BidRequest{}, err
 	}
-	switch {
-	case bidder == 0 && body.BidderID == nil: // authentication is off
-		return bidgate.BidRequest{}, bidgate.InvalidInput("invalid_bidder_id", "bidderId is required when authentication is off")
-	case bidder == 0:
-		bidder = *body.BidderID
-	case body.BidderID != nil && *body.BidderID != bidder:
-		return bidgate.BidRequest{}, bidgate.ErrSubjectMismatch
+	if bidder, err = bidderOf(bidder, body.BidderID); err != nil {
+		return bidgate.BidRequest{}, err
 	}
 	if body.Amount.Set == body.MaxAmount.Set {
 		return bidgate.BidRequest{}, bidgate.InvalidInput("invalid_amount",
@@ -97,6 +92,20 @@ func parseBid(ctx *fasthttp.RequestCtx, bidder int64) (bidgate.BidRequest, error
 	return r, nil
 }
 
+// bidderOf is the bidder of a request by the token's subject (0 when
+// authentication is off: the body names them) whose body says named.
+func bidderOf(subject int64, named *int64) (int64, error) {
+	switch {
+	case subject == 0 && named == nil: // authentication is off
+		return 0, bidgate.InvalidInput("invalid_bidder_id", "bidderId is required when authentication is off")
+	case subject == 0:
+		return *named, nil
+	case named != nil && *named != subject:
+		return 0, bidgate.ErrSubjectMismatch
+	}
+	return subject, nil
+}
+
 // placeClientBid serves POST /auctions/{id}/bids: the bidder is the
 // token's subject.
 func (s *Server) placeClientBid(ctx *fasthttp.RequestCtx, p auth.Principal) {
@@ -105,13 +114,8 @@ func (s *Server) placeClientBid(ctx *fasthttp.RequestCtx, p auth.Principal) {
 
 // placeBid decides, or forwards to the auction's owner, a bid by bidder.
 func (s *Server) placeBid(ctx *fasthttp.RequestCtx, bidder int64) {
-	start := time.Now()
 	outcome := "invalid"
-	defer func() {
-		s.metrics.bids.WithLabelValues(outcome).Inc()
-		s.metrics.bidDuration.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
-	}()
-
+	defer s.observeBid(time.Now(), &outcome)
 	r, err := parseBid(ctx, bidder)
 	if err != nil {
 		problem.Write(ctx, problemFor(err, s.log))
@@ -121,20 +125,32 @@ func (s *Server) placeBid(ctx *fasthttp.RequestCtx, bidder int64) {
 		outcome = "forwarded"
 		return
 	}
+	outcome = s.decideBid(ctx, r)
+}
+
+// decideBid has this node's shard decide r and writes the answer; it
+// returns the outcome for metrics.
+func (s *Server) decideBid(ctx *fasthttp.RequestCtx, r bidgate.BidRequest) string {
 	ctx.Response.Header.Set(headerNode, s.cfg.NodeID)
 	c, cancel := s.requestContext(ctx)
 	defer cancel()
 	res, err := s.auctions.PlaceBid(c, r)
-	outcome = bidOutcome(res, err)
 	if err != nil {
 		problem.Write(ctx, problemFor(err, s.log))
-		return
+		return bidOutcome(res, err)
 	}
 	status := fasthttp.StatusCreated
 	if res.Replayed {
 		status = fasthttp.StatusOK
 	}
 	writeJSON(ctx, status, newBidResponse(res))
+	return bidOutcome(res, nil)
+}
+
+// observeBid counts a bid (or buy-now) request by its outcome.
+func (s *Server) observeBid(start time.Time, outcome *string) {
+	s.metrics.bids.WithLabelValues(*outcome).Inc()
+	s.metrics.bidDuration.WithLabelValues(*outcome).Observe(time.Since(start).Seconds())
 }
 
 // buyNowRequest is the body of POST /auctions/{id}/buy-now: empty, or the
@@ -147,31 +163,14 @@ type buyNowRequest struct {
 // auction at its buy-now price while no bid has been accepted. Any node
 // serves it: the store that serializes the auction's bids decides it.
 func (s *Server) buyNow(ctx *fasthttp.RequestCtx, p auth.Principal) {
-	start := time.Now()
 	outcome := "invalid"
-	defer func() {
-		s.metrics.bids.WithLabelValues(outcome).Inc()
-		s.metrics.bidDuration.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
-	}()
+	defer s.observeBid(time.Now(), &outcome)
 	r, err := parseBuyNow(ctx, p.UserID)
 	if err != nil {
 		problem.Write(ctx, problemFor(err, s.log))
 		return
 	}
-	ctx.Response.Header.Set(headerNode, s.cfg.NodeID)
-	c, cancel := s.requestContext(ctx)
-	defer cancel()
-	res, err := s.auctions.PlaceBid(c, r)
-	outcome = bidOutcome(res, err)
-	if err != nil {
-		problem.Write(ctx, problemFor(err, s.log))
-		return
-	}
-	status := fasthttp.StatusCreated
-	if res.Replayed {
-		status = fasthttp.StatusOK
-	}
-	writeJSON(ctx, status, newBidResponse(res))
+	outcome = s.decideBid(ctx, r)
 }
 
 func parseBuyNow(ctx *fasthttp.RequestCtx, buyer int64) (bidgate.BidRequest, error) {
@@ -189,13 +188,8 @@ func parseBuyNow(ctx *fasthttp.RequestCtx, buyer int64) (bidgate.BidRequest, err
 			return bidgate.BidRequest{}, err
 		}
 	}
-	switch {
-	case buyer == 0 && body.BidderID == nil: // authentication is off
-		return bidgate.BidRequest{}, bidgate.InvalidInput("invalid_bidder_id", "bidderId is required when authentication is off")
-	case buyer == 0:
-		buyer = *body.BidderID
-	case body.BidderID != nil && *body.BidderID != buyer:
-		return bidgate.BidRequest{}, bidgate.ErrSubjectMismatch
+	if buyer, err = bidderOf(buyer, body.BidderID); err != nil {
+		return bidgate.BidRequest{}, err
 	}
 	return bidgate.BidRequest{AuctionID: auctionID, BidderID: buyer, BuyNow: true, RequestID: key}, nil
 }

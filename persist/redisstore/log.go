@@ -49,8 +49,10 @@ func logBid(auctionID int64, e redis.XMessage) (bidgate.BidAccepted, error) {
 	}
 	b.RequestID, _ = e.Values["req"].(string)
 	b.Amount = bidgate.FormatMoney(bidgate.FromCents(cents))
-	kind, _ := e.Values["kind"].(string)
-	b.Kind = bidgate.BidKind(kind)
+	b.Kind = bidgate.KindStraight // the default, left out of the entry
+	if kind, ok := e.Values["kind"].(string); ok {
+		b.Kind = bidgate.BidKind(kind)
+	}
 	if b.Kind == bidgate.KindProxy {
 		max, err := num("max")
 		if err != nil {

@@ -20,7 +20,8 @@ var (
 )
 
 // record is a bid as bid_batch.lua keeps it under its request id, with the
-// state right after it, so that a replay is answered like the original. Lua
+// state right after it, so that a replay is answered like the original (a
+// straight bid that led is kept short: seq|at|end|bidder|amount). Lua
 // writes it on the hot path; Load writes it here for bids PostgreSQL holds
 // (TestRecordCodec pins the two together).
 func record(r bidgate.BidResult) string {
@@ -36,10 +37,14 @@ func record(r bidgate.BidResult) string {
 	if b.Kind == bidgate.KindProxy {
 		maxCents = bidgate.Cents(b.MaxAmount.Decimal)
 	}
-	return strconv.FormatInt(b.Seq, 10) + "|" + strconv.FormatInt(b.AcceptedAt.UnixMicro(), 10) + "|" +
+	rec := strconv.FormatInt(b.Seq, 10) + "|" + strconv.FormatInt(b.AcceptedAt.UnixMicro(), 10) + "|" +
 		strconv.FormatInt(b.EndTime.UnixMicro(), 10) + "|" + strconv.FormatInt(b.BidderID, 10) + "|" +
-		strconv.FormatInt(bidgate.Cents(b.Amount), 10) + "|" + string(b.Kind) + "|" +
-		strconv.FormatInt(maxCents, 10) + "|" + leading + "|" + strconv.FormatInt(bidgate.Cents(r.CurrentPrice), 10)
+		strconv.FormatInt(bidgate.Cents(b.Amount), 10)
+	if b.Kind == bidgate.KindStraight && r.Leading {
+		return rec // the short form
+	}
+	return rec + "|" + string(b.Kind) + "|" + strconv.FormatInt(maxCents, 10) + "|" + leading + "|" +
+		strconv.FormatInt(bidgate.Cents(r.CurrentPrice), 10)
 }
 
 // results turns an auction's rows into the answers their requests got:

@@ -26,7 +26,8 @@
 --
 -- A record is "seq|at_us|end_us|bidder|amount|kind|max|leading|price":
 -- the bid's row and the state right after it, so that a replay is
--- answered like the original.
+-- answered like the original; a straight bid that led is kept short, as
+-- "seq|at_us|end_us|bidder|amount".
 --
 -- Returns {summary, result1, result2, ...}, summary = {price, inc, end_us,
 -- status, seq, leader, seller}, each result one of
@@ -79,7 +80,10 @@ local changed = false
 local function add_row(id, bidder, amount, kind, max)
   seq = seq + 1
   local f = {'seq', int(seq), 'bidder', bidder, 'amount', int(amount), 'req', id,
-    'at_us', int(now), 'end_us', int(end_us), 'kind', kind}
+    'at_us', int(now), 'end_us', int(end_us)}
+  if kind ~= 'straight' then -- the default, left out: most bids are straight
+    f[#f + 1], f[#f + 2] = 'kind', kind
+  end
   if kind == 'proxy' then
     f[#f + 1], f[#f + 2] = 'max', int(max)
   end
@@ -93,7 +97,7 @@ for i = 1, n do
   if prior then
     local pseq, pat, pend, pbidder, pamount, pkind, pmax, plead, pprice =
       string.match(prior, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([%a_]+)|(%d+)|(%d)|(%d+)$')
-    if not pseq then -- a record written before proxy bids: a straight bid
+    if not pseq then -- the short form: a straight bid that led
       pseq, pat, pend, pbidder, pamount = string.match(prior, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
       pkind, pmax, plead, pprice = 'straight', '0', '1', pamount
     end
@@ -148,8 +152,10 @@ for i = 1, n do
     if leading == 0 then
       add_row(auto_id(id), leader, price, 'automatic', 0)
     end
-    local rec = int(myseq) .. '|' .. int(now) .. '|' .. int(end_us) .. '|' .. bidder .. '|' .. int(amount) .. '|' ..
-      kind .. '|' .. int(kind == 'proxy' and value or 0) .. '|' .. leading .. '|' .. int(price)
+    local rec = int(myseq) .. '|' .. int(now) .. '|' .. int(end_us) .. '|' .. bidder .. '|' .. int(amount)
+    if kind ~= 'straight' or leading == 0 then -- else the short form: straight, leading, at its amount
+      rec = rec .. '|' .. kind .. '|' .. int(kind == 'proxy' and value or 0) .. '|' .. leading .. '|' .. int(price)
+    end
     fresh[id] = rec
     newreqs[#newreqs + 1] = id
     newreqs[#newreqs + 1] = rec
