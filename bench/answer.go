@@ -13,10 +13,15 @@ import (
 
 // bidAnswer holds the fields of a 201/200 body and of a problem document.
 type bidAnswer struct {
-	Seq        int64
-	AcceptedAt time.Time
-	EndTime    time.Time
-	Code       string
+	Seq          int64
+	AcceptedAt   time.Time
+	EndTime      time.Time
+	Code         string
+	Kind         string // the row's: straight, proxy, buy_now
+	Amount       string // the row's amount
+	MaxAmount    string // a maximum the body shows (only the bidder's own may)
+	Leading      bool
+	CurrentPrice string
 }
 
 // answerDecoder reads a bid answer's few fields token by token and skips
@@ -80,6 +85,35 @@ func (d *answerDecoder) decode(body []byte, a *bidAnswer) error {
 				return fmt.Errorf("code is not a string")
 			}
 			a.Code = tok.String()
+		case `"kind"`:
+			v, err := d.dec.ReadValue()
+			if err != nil {
+				return err
+			}
+			a.Kind = rowKindOf(v)
+		case `"amount"`, `"maxAmount"`, `"currentPrice"`:
+			// Chosen before the next read overwrites name.
+			dst := &a.Amount
+			switch string(name) {
+			case `"maxAmount"`:
+				dst = &a.MaxAmount
+			case `"currentPrice"`:
+				dst = &a.CurrentPrice
+			}
+			v, err := d.dec.ReadValue()
+			if err != nil {
+				return err
+			}
+			*dst = valueText(v)
+		case `"leading"`:
+			tok, err := d.dec.ReadToken()
+			if err != nil {
+				return err
+			}
+			if k := tok.Kind(); k != 't' && k != 'f' {
+				return fmt.Errorf("leading is not a boolean")
+			}
+			a.Leading = tok.Bool()
 		default:
 			if err := d.dec.SkipValue(); err != nil {
 				return err
@@ -90,6 +124,33 @@ func (d *answerDecoder) decode(body []byte, a *bidAnswer) error {
 		return err
 	}
 	return nil
+}
+
+// rowKindOf is a kind value's text: one of the row kinds without
+// allocating, anything else as valueText writes it.
+func rowKindOf(v jsontext.Value) string {
+	for _, k := range []string{rowStraight, rowProxy, rowAuto, rowBuyNow} {
+		if len(v) == len(k)+2 && string(v[1:len(v)-1]) == k && v[0] == '"' {
+			return k
+		}
+	}
+	return valueText(v)
+}
+
+// valueText is a JSON value as text: a string's content, null as "",
+// anything else (a maximum leaked as a number, say) as its JSON.
+func valueText(v jsontext.Value) string {
+	switch v.Kind() {
+	case '"':
+		s, err := jsontext.AppendUnquote(nil, v)
+		if err != nil {
+			return string(v)
+		}
+		return string(s)
+	case 'n':
+		return ""
+	}
+	return string(v)
 }
 
 // appendUUID appends u in its canonical text form (what u.String()

@@ -21,6 +21,10 @@ type AuctionSpec struct {
 	StartPrice   string    `json:"startPrice"`
 	MinIncrement string    `json:"minIncrement"`
 	OriginalEnd  time.Time `json:"originalEnd"`
+	// ReservePrice (hidden: no answer shows it, the harness knows it as
+	// the seller) and BuyNowPrice are "" when the auction has none.
+	ReservePrice string `json:"reservePrice,omitempty"`
+	BuyNowPrice  string `json:"buyNowPrice,omitempty"`
 }
 
 // newAuction is the body of POST /auctions.
@@ -33,6 +37,8 @@ type newAuction struct {
 	Hot                 bool   `json:"hot"`
 	ExtendWindowSeconds int64  `json:"extendWindowSeconds"`
 	ExtendBySeconds     int64  `json:"extendBySeconds"`
+	ReservePrice        string `json:"reservePrice,omitempty"`
+	BuyNowPrice         string `json:"buyNowPrice,omitempty"`
 }
 
 // auctionAnswer is the part of an auction response the harness reads.
@@ -42,6 +48,7 @@ type auctionAnswer struct {
 	MinIncrement string    `json:"minIncrement"`
 	EndTime      time.Time `json:"endTime"`
 	Hot          bool      `json:"hot"`
+	BuyNowPrice  string    `json:"buyNowPrice"`
 	Code         string    `json:"code"`
 	Detail       string    `json:"detail"`
 }
@@ -138,8 +145,9 @@ func (a *api) createAuction(n newAuction) (AuctionSpec, error) {
 		}
 		return AuctionSpec{}, err
 	}
+	// The reserve is the seller's own, never in an answer.
 	return AuctionSpec{ID: ans.ID, Hot: ans.Hot, StartPrice: ans.StartPrice, MinIncrement: ans.MinIncrement,
-		OriginalEnd: ans.EndTime}, nil
+		OriginalEnd: ans.EndTime, ReservePrice: n.ReservePrice, BuyNowPrice: ans.BuyNowPrice}, nil
 }
 
 // createMany creates n auctions through the API with conc concurrent

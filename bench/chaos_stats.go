@@ -16,7 +16,7 @@ import (
 type Loss struct {
 	Acknowledged int // 201 answers
 	Missing      int // 201s whose auction and Idempotency-Key have no row in bid
-	Altered      int // 201s whose row has another bidder, amount or seq
+	Altered      int // 201s whose row has another bidder, kind, amount or maximum, or seq
 	// DuplicateKeys are Idempotency-Keys that yielded more than one bid:
 	// two rows, two 201s, or answers (201/200) naming different seqs.
 	DuplicateKeys int
@@ -30,11 +30,6 @@ func (e *Env) CountLoss(ctx context.Context, res *Result) (Loss, error) {
 		auction int64
 		key     uuid.UUID
 	}
-	type row struct {
-		bidder int64
-		amount string
-		seq    int64
-	}
 	var l Loss
 	auctions := map[int64]bool{}
 	for i := range res.records {
@@ -44,14 +39,15 @@ func (e *Env) CountLoss(ctx context.Context, res *Result) (Loss, error) {
 	for id := range auctions {
 		ids = append(ids, id)
 	}
-	rows, err := e.db.Query(ctx, `SELECT auction_id, request_id, bidder_id, amount::text, seq FROM bid WHERE auction_id = ANY($1)`, ids)
+	rows, err := e.db.Query(ctx, `SELECT auction_id, request_id, bidder_id, amount::text, kind, COALESCE(max_amount::text, ''), seq
+  FROM bid WHERE auction_id = ANY($1)`, ids)
 	if err != nil {
 		return l, fmt.Errorf("read bids: %w", err)
 	}
-	stored := map[key][]row{}
+	stored := map[key][]BidRow{}
 	var k key
-	var r row
-	if _, err := pgx.ForEachRow(rows, []any{&k.auction, &k.key, &r.bidder, &r.amount, &r.seq}, func() error {
+	var r BidRow
+	if _, err := pgx.ForEachRow(rows, []any{&k.auction, &k.key, &r.BidderID, &r.Amount, &r.Kind, &r.MaxAmount, &r.Seq}, func() error {
 		stored[k] = append(stored[k], r)
 		return nil
 	}); err != nil {
@@ -83,7 +79,7 @@ func (e *Env) CountLoss(ctx context.Context, res *Result) (Loss, error) {
 		switch {
 		case len(got) == 0:
 			l.Missing++
-		case got[0].bidder != rec.BidderID || !sameMoney(got[0].amount, rec.Amount) || got[0].seq != rec.Seq:
+		case !rec.matches(got[0]):
 			l.Altered++
 		}
 	}

@@ -38,7 +38,8 @@ func (e *Env) collect(ctx context.Context, specs []AuctionSpec, recs []Record, c
 	all := ids(specs)
 	rows, err := e.db.Query(ctx, `
 SELECT id, status, mode, start_price::text, current_price::text, min_increment::text,
-       COALESCE(leader_id, 0), bid_count, end_time, COALESCE(closed_at, 'epoch'::timestamptz)
+       COALESCE(leader_id, 0), bid_count, end_time, COALESCE(closed_at, 'epoch'::timestamptz),
+       COALESCE(reserve_price::text, ''), COALESCE(buy_now_price::text, ''), COALESCE(leader_max::text, '')
   FROM auction WHERE id = ANY($1)`, all)
 	if err != nil {
 		return d, fmt.Errorf("read auctions: %w", err)
@@ -46,7 +47,7 @@ SELECT id, status, mode, start_price::text, current_price::text, min_increment::
 	d.Rows, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (AuctionRow, error) {
 		var a AuctionRow
 		err := row.Scan(&a.ID, &a.Status, &a.Mode, &a.StartPrice, &a.CurrentPrice, &a.MinIncrement,
-			&a.LeaderID, &a.BidCount, &a.EndTime, &a.ClosedAt)
+			&a.LeaderID, &a.BidCount, &a.EndTime, &a.ClosedAt, &a.ReservePrice, &a.BuyNowPrice, &a.LeaderMax)
 		if a.ClosedAt.Equal(time.Unix(0, 0)) {
 			a.ClosedAt = time.Time{}
 		}
@@ -56,14 +57,14 @@ SELECT id, status, mode, start_price::text, current_price::text, min_increment::
 		return d, fmt.Errorf("read auctions: %w", err)
 	}
 	rows, err = e.db.Query(ctx, `
-SELECT auction_id, bidder_id, amount::text, request_id, seq, accepted_at, end_time
+SELECT auction_id, bidder_id, amount::text, kind, COALESCE(max_amount::text, ''), request_id, seq, accepted_at, end_time
   FROM bid WHERE auction_id = ANY($1)`, all)
 	if err != nil {
 		return d, fmt.Errorf("read bids: %w", err)
 	}
 	d.Bids, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (BidRow, error) {
 		var b BidRow
-		err := row.Scan(&b.AuctionID, &b.BidderID, &b.Amount, &b.RequestID, &b.Seq, &b.AcceptedAt, &b.EndTime)
+		err := row.Scan(&b.AuctionID, &b.BidderID, &b.Amount, &b.Kind, &b.MaxAmount, &b.RequestID, &b.Seq, &b.AcceptedAt, &b.EndTime)
 		return b, err
 	})
 	if err != nil {
@@ -105,20 +106,24 @@ func (e *Env) redisStates(ctx context.Context, hot map[int64]bool) (map[int64]Re
 	pipe := e.rdb.Pipeline()
 	cmds := map[int64]*redis.SliceCmd{}
 	for id := range hot {
-		cmds[id] = pipe.HMGet(ctx, redisstore.KeysOf(id).State, "price", "leader", "seq", "end_us", "status")
+		cmds[id] = pipe.HMGet(ctx, redisstore.KeysOf(id).State, "price", "leader", "seq", "end_us", "status", "lmax")
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return nil, fmt.Errorf("read Redis state: %w", err)
 	}
 	for id, cmd := range cmds {
 		v, err := cmd.Result()
-		if err != nil || len(v) != 5 || v[0] == nil {
+		if err != nil || len(v) != 6 || v[0] == nil {
 			continue // no state: the auction was never hot in Redis, or Redis lost it
 		}
 		str := func(i int) string { s, _ := v[i].(string); return s }
 		num := func(i int) int64 { n, _ := strconv.ParseInt(str(i), 10, 64); return n }
-		out[id] = RedisState{Price: bidgate.FormatMoney(bidgate.FromCents(num(0))), Leader: num(1), Seq: num(2),
+		st := RedisState{Price: bidgate.FormatMoney(bidgate.FromCents(num(0))), Leader: num(1), Seq: num(2),
 			End: time.UnixMicro(num(3)), Status: str(4)}
+		if str(5) != "" {
+			st.Lmax = bidgate.FormatMoney(bidgate.FromCents(num(5)))
+		}
+		out[id] = st
 	}
 	return out, nil
 }

@@ -21,15 +21,20 @@ type Job struct {
 	AuctionID int64
 	Key       uuid.UUID
 	BidderID  int64
-	Amount    string // decimal, two places
+	// Exactly one of Amount (a straight bid) and MaxAmount (a proxy bid),
+	// decimals with two places; neither with BuyNow, which buys the
+	// auction at its buy-now price (POST /auctions/{id}/buy-now).
+	Amount    string
+	MaxAmount string
+	BuyNow    bool
 	Kind      Kind
 	Step      int
 	Intended  time.Time
 	// ShortTimeout, when positive, replaces the normal client timeout for
 	// this attempt (a deliberate timeout before a retry).
 	ShortTimeout time.Duration
-	// RetryAfter, when positive, sends the same key, bidder and amount again
-	// this long after this attempt ends.
+	// RetryAfter, when positive, sends the same key, bidder and terms
+	// again this long after this attempt ends.
 	RetryAfter time.Duration
 }
 
@@ -244,9 +249,9 @@ func (l *Loader) do(w *worker, j Job) {
 	bearer, err := l.tokens.Header(j.BidderID, auth.ScopeBid)
 	if err != nil {
 		now := time.Now()
-		l.rec.add(Record{AuctionID: j.AuctionID, Key: j.Key, BidderID: j.BidderID, Amount: j.Amount, Kind: j.Kind,
-			Step: j.Step, Target: t, Intended: j.Intended, Sent: now, Latency: now.Sub(earliest(j.Intended, now)),
-			Outcome: Transport, Err: "not sent: " + err.Error()})
+		r := j.record(t)
+		r.Sent, r.Latency, r.Outcome, r.Err = now, now.Sub(earliest(j.Intended, now)), Transport, "not sent: "+err.Error()
+		l.rec.add(r)
 		return
 	}
 	req, resp := w.req, w.resp
@@ -255,18 +260,18 @@ func (l *Loader) do(w *worker, j Job) {
 	w.uri = append(w.uri[:0], l.targets[t].Base...)
 	w.uri = append(w.uri, "/auctions/"...)
 	w.uri = strconv.AppendInt(w.uri, j.AuctionID, 10)
-	w.uri = append(w.uri, "/bids"...)
+	if j.BuyNow {
+		w.uri = append(w.uri, "/buy-now"...)
+	} else {
+		w.uri = append(w.uri, "/bids"...)
+	}
 	req.SetRequestURIBytes(w.uri)
 	req.Header.SetMethod(fasthttp.MethodPost)
 	req.Header.SetContentType("application/json")
 	req.Header.SetCanonical(authorization, bearer)
 	w.key = appendUUID(w.key[:0], j.Key)
 	req.Header.SetCanonical(idempotencyKey, w.key)
-	w.body = append(w.body[:0], `{"bidderId":`...)
-	w.body = strconv.AppendInt(w.body, j.BidderID, 10)
-	w.body = append(w.body, `,"amount":"`...)
-	w.body = append(w.body, j.Amount...)
-	w.body = append(w.body, `"}`...)
+	w.body = appendBody(w.body[:0], &j)
 	req.SetBody(w.body)
 
 	timeout := l.cfg.Timeout
@@ -277,9 +282,8 @@ func (l *Loader) do(w *worker, j Job) {
 	err = l.clients[t].DoTimeout(req, resp, timeout)
 	end := time.Now()
 
-	r := Record{AuctionID: j.AuctionID, Key: j.Key, BidderID: j.BidderID, Amount: j.Amount, Kind: j.Kind,
-		Step: j.Step, Target: t, Intended: j.Intended, Sent: sent, Latency: end.Sub(earliest(j.Intended, sent)),
-		ShortTimeout: j.ShortTimeout > 0}
+	r := j.record(t)
+	r.Sent, r.Latency, r.ShortTimeout = sent, end.Sub(earliest(j.Intended, sent)), j.ShortTimeout > 0
 	if err != nil {
 		r.Err = err.Error()
 		r.Outcome = Transport
@@ -291,10 +295,7 @@ func (l *Loader) do(w *worker, j Job) {
 		r.Outcome = classify(r.Status)
 		var a bidAnswer
 		if w.answer.decode(resp.Body(), &a) == nil {
-			r.Code = a.Code
-			if r.Status == fasthttp.StatusCreated || r.Status == fasthttp.StatusOK {
-				r.Seq, r.AcceptedAt, r.EndTime = a.Seq, a.AcceptedAt, a.EndTime
-			}
+			r.answered(&a)
 		}
 	}
 	l.rec.add(r)
@@ -307,6 +308,43 @@ func (l *Loader) do(w *worker, j Job) {
 		l.planned.Add(1)
 		time.AfterFunc(j.RetryAfter, func() { l.enqueue(retry) })
 	}
+}
+
+// record is the job's record before it is sent to target t.
+func (j *Job) record(t int) Record {
+	return Record{AuctionID: j.AuctionID, Key: j.Key, BidderID: j.BidderID, Amount: j.Amount, MaxAmount: j.MaxAmount,
+		BuyNow: j.BuyNow, Kind: j.Kind, Step: j.Step, Target: t, Intended: j.Intended}
+}
+
+// answered copies what the answer said into r (its Status is set): the
+// problem's code; a 201's or 200's row and the auction's state after it;
+// and, whatever the status, any maximum it showed.
+func (r *Record) answered(a *bidAnswer) {
+	r.Code, r.ShownMax = a.Code, a.MaxAmount
+	if r.Status == fasthttp.StatusCreated || r.Status == fasthttp.StatusOK {
+		r.Seq, r.AcceptedAt, r.EndTime = a.Seq, a.AcceptedAt, a.EndTime
+		r.RowKind, r.RowAmount, r.Leading, r.CurrentPrice = a.Kind, a.Amount, a.Leading, a.CurrentPrice
+	}
+}
+
+// appendBody appends the job's JSON body: the bidder (the token's subject
+// already; named so a node without authentication takes it too) and the
+// bid's terms.
+func appendBody(dst []byte, j *Job) []byte {
+	dst = append(dst, `{"bidderId":`...)
+	dst = strconv.AppendInt(dst, j.BidderID, 10)
+	switch {
+	case j.BuyNow:
+	case j.MaxAmount != "":
+		dst = append(dst, `,"maxAmount":"`...)
+		dst = append(dst, j.MaxAmount...)
+		dst = append(dst, '"')
+	default:
+		dst = append(dst, `,"amount":"`...)
+		dst = append(dst, j.Amount...)
+		dst = append(dst, '"')
+	}
+	return append(dst, '}')
 }
 
 // isTimeout reports a client-side timeout, in the request or in dialing a

@@ -32,7 +32,8 @@ func TestCannedBidServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	answer := []byte(`{"auctionId":42,"bidderId":1000001,"amount":"1001.00","requestId":"6f1c2b1e-7f5a-4d2e-9a57-0c1f4f3b2a10",` +
+	answer := []byte(`{"auctionId":42,"bidderId":1000001,"kind":"straight","amount":"1001.00","leading":true,"currentPrice":"1001.00",` +
+		`"requestId":"6f1c2b1e-7f5a-4d2e-9a57-0c1f4f3b2a10",` +
 		`"acceptedAt":"2030-01-02T15:04:05.123456Z","endTime":"2030-01-02T16:04:05Z","seq":17}`)
 	fmt.Println("listening", ln.Addr())
 	// Serves until the benchmark kills the process.

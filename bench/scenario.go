@@ -1,9 +1,13 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -73,7 +77,41 @@ func (e *Env) audit(ctx context.Context, res *Result, specs []AuctionSpec) error
 		return err
 	}
 	res.Checks = append(Audit(ds), res.Checks...)
+	if n := mixNote(ds); n != "" {
+		res.note(n)
+	}
 	return nil
+}
+
+// mixNote says which rules the run exercised: its rows by kind and its
+// refusals (409) by code; "" without bids.
+func mixNote(d Dataset) string {
+	if len(d.Bids) == 0 {
+		return ""
+	}
+	kinds := map[string]int{}
+	for _, b := range d.Bids {
+		kinds[cmp.Or(b.Kind, rowStraight)]++
+	}
+	codes := map[string]int{}
+	for i := range d.Records {
+		if d.Records[i].Outcome == Conflict {
+			codes[cmp.Or(d.Records[i].Code, "?")]++
+		}
+	}
+	return fmt.Sprintf("bid rows by kind: %s; 409 refusals by code: %s", counts(kinds), counts(codes))
+}
+
+// counts writes a tally as "key n, key n" in key order.
+func counts(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // limits measures the stores' ceilings (when enabled) and puts bidgate's

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -33,13 +34,20 @@ type FlashSaleConfig struct {
 	RetryDelay   time.Duration `json:"retryDelay"` // retries wait up to this after the first answer
 	LateBids     int           `json:"lateBids"`   // per hot auction, and over ended cold ones
 	Bidders      int           `json:"bidders"`    // 0: enough for well under 1 bid/s each
+	// The auction rules' mix (README "Auction rules").
+	ProxyShare   float64 `json:"proxyShare"`   // bids sent as a proxy bid (maxAmount) rather than a straight amount
+	RepeatShare  float64 `json:"repeatShare"`  // bids by the bidder of the auction's latest proxy bid, often its leader
+	ReserveShare float64 `json:"reserveShare"` // cold auctions with a hidden reserve (and every other hot one)
+	BuyNowShare  float64 `json:"buyNowShare"`  // cold auctions with a buy-now price (and every other hot one)
+	BuyNows      int     `json:"buyNows"`      // buy-now requests on cold auctions at the start (and one bought hot auction)
 }
 
 // DefaultFlashSale is the design's scale.
 func DefaultFlashSale() FlashSaleConfig {
 	return FlashSaleConfig{Cold: 100_000, CreateConc: 64, ColdRate: 200, ColdEndShare: 0.01, Hot: 4, HotRate: 2000,
 		Duration: 60 * time.Second, RetryShare: 0.05, TimeoutShare: 0.5, ShortTimeout: time.Millisecond,
-		RetryDelay: 50 * time.Millisecond, LateBids: 20}
+		RetryDelay: 50 * time.Millisecond, LateBids: 20,
+		ProxyShare: 1.0 / 3, RepeatShare: 0.05, ReserveShare: 0.2, BuyNowShare: 0.1, BuyNows: 20}
 }
 
 func (c *FlashSaleConfig) normalize() error {
@@ -50,8 +58,10 @@ func (c *FlashSaleConfig) normalize() error {
 		return fmt.Errorf("--duration must be at least 2s")
 	case c.HotRate < 0 || c.ColdRate < 0:
 		return fmt.Errorf("rates must not be negative")
-	case c.RetryShare < 0 || c.RetryShare > 1 || c.TimeoutShare < 0 || c.TimeoutShare > 1 || c.ColdEndShare < 0 || c.ColdEndShare > 1:
+	case !shares(c.RetryShare, c.TimeoutShare, c.ColdEndShare, c.ProxyShare, c.RepeatShare, c.ReserveShare, c.BuyNowShare):
 		return fmt.Errorf("shares must be from 0 to 1")
+	case c.BuyNows < 0:
+		return fmt.Errorf("buy-now requests must not be negative")
 	}
 	if c.Create == "" {
 		c.Create = "api"
@@ -73,6 +83,32 @@ func (c *FlashSaleConfig) normalize() error {
 		c.CreateConc = 64
 	}
 	return nil
+}
+
+// shares reports whether every share is from 0 to 1.
+func shares(s ...float64) bool {
+	for _, x := range s {
+		if x < 0 || x > 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// Amounts of the flash sale's reserves and buy-now prices, in cents.
+const (
+	coldReserveCents = coldStartCents + 6*incCents  // met by a third straight bid, or a proxy reaching it
+	coldBuyNowCents  = coldStartCents + 50*incCents // well above where a cold auction's bids go
+	hotBuyNowCents   = hotStartCents + 50*incCents
+)
+
+// every is how often an auction gets a feature it has with the given
+// share: every n-th (0: never).
+func every(share float64) int {
+	if share <= 0 {
+		return 0
+	}
+	return max(1, int(math.Round(1/share)))
 }
 
 // FlashSale runs the flash-sale scenario and audits it.
@@ -111,16 +147,9 @@ func (e *Env) FlashSale(ctx context.Context, c FlashSaleConfig) (*Result, error)
 	// The load starts shortly after; hot auctions end at 3/4 of it so that
 	// the last quarter runs on anti-sniping extensions.
 	t0 := time.Now().Add(2 * time.Second)
-	var hot []AuctionSpec
-	for i := range c.Hot {
-		s, err := e.api.createAuction(newAuction{SellerID: sellerID(i), Title: fmt.Sprintf("bidbench flash-sale hot #%d", i+1),
-			StartPrice: cents(hotStartCents), MinIncrement: cents(incCents),
-			EndTime: formatEnd(t0.Add(c.Duration * 3 / 4)), Hot: true,
-			ExtendWindowSeconds: int64(c.ExtendWindow / time.Second), ExtendBySeconds: int64(c.ExtendBy / time.Second)})
-		if err != nil {
-			return nil, err
-		}
-		hot = append(hot, s)
+	hot, bought, err := e.createHot(c, t0)
+	if err != nil {
+		return nil, err
 	}
 	soon, err := e.createCold(ctx, c, inRun, t0.Add(c.Duration/5), c.Duration*3/5)
 	if err != nil {
@@ -131,7 +160,7 @@ func (e *Env) FlashSale(ctx context.Context, c FlashSaleConfig) (*Result, error)
 		res.note("creating the auctions overran the 2s lead: the first requests start late (their wait counts in latency)")
 	}
 	colds := append(far, soon...)
-	specs := append(append([]AuctionSpec(nil), hot...), colds...)
+	specs := slices.Concat(hot, bought, colds)
 
 	e.notef("load: %d hot auctions at %.0f bids/s, %.0f bids/s over %d cold ones, for %s; %d bidders",
 		c.Hot, c.HotRate, c.ColdRate, len(colds), c.Duration, res.Bidders)
@@ -145,6 +174,7 @@ func (e *Env) FlashSale(ctx context.Context, c FlashSaleConfig) (*Result, error)
 		if len(colds) > 0 {
 			streams = append(streams, e.coldStream(c, colds, t0))
 		}
+		streams = append(streams, e.buyNowStreams(c, bought, soon, far, t0)...)
 		// The CPU span starts just before the first bid is due (not through
 		// the lead, idle) and ends before the late bids (their wait is idle).
 		_ = sleepUntil(ctx, t0.Add(-50*time.Millisecond))
@@ -170,7 +200,7 @@ func (e *Env) FlashSale(ctx context.Context, c FlashSaleConfig) (*Result, error)
 		res.Hot = append(res.Hot, a)
 	}
 	isHot := map[int64]bool{}
-	for _, h := range hot {
+	for _, h := range slices.Concat(hot, bought) {
 		isHot[h.ID] = true
 	}
 	cold.Sent, cold.Outcomes, cold.LateSent, cold.LateRefused = tally(res.records, func(r *Record) bool { return !isHot[r.AuctionID] })
@@ -212,18 +242,69 @@ func (e *Env) createCold(ctx context.Context, c FlashSaleConfig, n int, first ti
 		at := now.Add(time.Until(first))
 		return e.createSQL(ctx, bulkAuctions{N: n, Title: "bidbench flash-sale cold", StartPrice: cents(coldStartCents),
 			MinIncrement: cents(incCents), Every: 1, Early: at, EarlySpread: spread,
-			ExtendWindow: c.ExtendWindow, ExtendBy: c.ExtendBy})
+			ExtendWindow: c.ExtendWindow, ExtendBy: c.ExtendBy,
+			ReserveEvery: every(c.ReserveShare), Reserve: cents(coldReserveCents),
+			BuyNowEvery: every(c.BuyNowShare), BuyNow: cents(coldBuyNowCents)})
 	}
+	reserves, buyNows := every(c.ReserveShare), every(c.BuyNowShare)
 	bar := func(planned, done func() int64) *progress {
 		return startProgress(e.opt.Stderr, e.opt.Progress, "creating auctions", planned, done, nil)
 	}
 	return e.api.createMany(ctx, n, c.CreateConc, bar, func(i int) newAuction {
 		offset := time.Duration(float64(spread) * float64(i) / float64(n))
-		return newAuction{SellerID: sellerID(i), Title: fmt.Sprintf("bidbench flash-sale cold #%d", i+1),
+		a := newAuction{SellerID: sellerID(i), Title: fmt.Sprintf("bidbench flash-sale cold #%d", i+1),
 			StartPrice: cents(coldStartCents), MinIncrement: cents(incCents), EndTime: formatEnd(first.Add(offset)),
 			ExtendWindowSeconds: int64(c.ExtendWindow / time.Second), ExtendBySeconds: int64(c.ExtendBy / time.Second)}
+		// As bulkSQL numbers them (from 1).
+		if reserves > 0 && (i+1)%reserves == 1%reserves {
+			a.ReservePrice = cents(coldReserveCents)
+		}
+		if buyNows > 0 && (i+1)%buyNows == 0 {
+			a.BuyNowPrice = cents(coldBuyNowCents)
+		}
+		return a
 	})
 }
+
+// createHot creates the hot auctions, ending at 3/4 of the load: every
+// other one (the second, fourth, ...) with a reserve halfway up its bids,
+// the others with a buy-now price that a buy-now request in mid-load finds
+// unavailable (bids are in). With BuyNows, one more hot auction (bought)
+// is bought at the start of the load.
+func (e *Env) createHot(c FlashSaleConfig, t0 time.Time) (hot, bought []AuctionSpec, err error) {
+	end := formatEnd(t0.Add(c.Duration * 3 / 4))
+	n := hotBids(c)
+	for i := range c.Hot {
+		a := newAuction{SellerID: sellerID(i), Title: fmt.Sprintf("bidbench flash-sale hot #%d", i+1),
+			StartPrice: cents(hotStartCents), MinIncrement: cents(incCents), EndTime: end, Hot: true,
+			ExtendWindowSeconds: int64(c.ExtendWindow / time.Second), ExtendBySeconds: int64(c.ExtendBy / time.Second)}
+		switch {
+		case i%2 == 1 && c.ReserveShare > 0:
+			a.ReservePrice = cents(hotStartCents + incCents*n)
+		case i%2 == 0 && c.BuyNowShare > 0:
+			a.BuyNowPrice = cents(hotStartCents + 4*incCents*n + 50*incCents) // out of the bids' reach
+		}
+		s, err := e.api.createAuction(a)
+		if err != nil {
+			return nil, nil, err
+		}
+		hot = append(hot, s)
+	}
+	if c.Hot == 0 || c.BuyNows == 0 {
+		return hot, nil, nil
+	}
+	s, err := e.api.createAuction(newAuction{SellerID: sellerID(c.Hot), Title: "bidbench flash-sale hot, bought",
+		StartPrice: cents(hotStartCents), MinIncrement: cents(incCents), EndTime: end, Hot: true,
+		ExtendWindowSeconds: int64(c.ExtendWindow / time.Second), ExtendBySeconds: int64(c.ExtendBy / time.Second),
+		ReservePrice: cents(hotStartCents + 10*incCents), BuyNowPrice: cents(hotBuyNowCents)})
+	if err != nil {
+		return nil, nil, err
+	}
+	return hot, []AuctionSpec{s}, nil
+}
+
+// hotBids is how many requests each hot auction's stream sends.
+func hotBids(c FlashSaleConfig) int64 { return int64(c.HotRate * c.Duration.Seconds()) }
 
 // retryPlan decides whether a job is sent again, and whether its first
 // attempt times out on purpose.
@@ -237,34 +318,124 @@ func retryPlan(rng *rand.Rand, c FlashSaleConfig, j *Job) {
 	}
 }
 
-// hotStream bids 1000.00 + 1.00·k as the k-th request on auction h: in
-// order of intended time the amounts rise, so most are accepted and the
-// ones overtaken on the way are refused as too low.
+// auctionDraw is what a stream remembers of one auction to draw its next
+// bid.
+type auctionDraw struct {
+	n         int64 // bids drawn so far
+	lastProxy int64 // bidder of the latest proxy bid drawn (0: none yet)
+	lastMax   int64 // their highest maximum, cents
+}
+
+// draw fills j's bidder and terms with the auction's next bid: its k-th
+// at start + 2·inc·k (two increments apart: a bid the leader's proxy
+// answers leaves the price at V + inc, and the next one still clears it),
+// so that in order of intended time most bids are accepted and the ones
+// overtaken on the way are refused as too low. ProxyShare of them are
+// proxy bids with a maximum up to 15 increments above that, which the
+// following bids run into (automatic bids, ties). RepeatShare come from
+// the bidder of the auction's latest proxy bid, who often leads still: a
+// straight bid is then refused (already_leading), a maximum not above
+// theirs too (max_not_raised), a higher one raises it.
+func (d *auctionDraw) draw(rng *rand.Rand, c FlashSaleConfig, start int64, next func() int64, j *Job) {
+	d.n++
+	v := start + 2*incCents*d.n
+	proxy := rng.Float64() < c.ProxyShare
+	if d.lastProxy != 0 && rng.Float64() < c.RepeatShare {
+		j.BidderID = d.lastProxy
+		proxy = rng.IntN(3) > 0
+		if proxy {
+			v = max(v, d.lastMax+incCents*(rng.Int64N(6)-2)) // two increments under their maximum to three above
+		}
+	} else {
+		j.BidderID = next()
+	}
+	if !proxy {
+		j.Amount = cents(v)
+		return
+	}
+	if j.BidderID != d.lastProxy {
+		v += incCents * rng.Int64N(16)
+		d.lastMax = 0
+	}
+	j.MaxAmount = cents(v)
+	d.lastProxy, d.lastMax = j.BidderID, max(d.lastMax, v)
+}
+
+// hotStream draws the bids of hot auction h (auctionDraw.draw, from
+// 1000.00). An auction with a buy-now price gets a buy-now request in
+// mid-load instead of one bid: bids are in by then, so it is refused
+// (buy_now_unavailable).
 func (e *Env) hotStream(c FlashSaleConfig, h AuctionSpec, t0 time.Time) Stream {
 	rng := e.rng()
-	return Stream{Rate: c.HotRate, Count: int(c.HotRate * c.Duration.Seconds()), Start: t0,
+	n := hotBids(c)
+	var d auctionDraw
+	return Stream{Rate: c.HotRate, Count: int(n), Start: t0,
 		Make: func(i int, _ time.Time) (Job, bool) {
-			j := Job{AuctionID: h.ID, Key: uuid.New(), BidderID: e.bidders.id(),
-				Amount: cents(hotStartCents + incCents*int64(i+1)), Kind: KindBid}
+			j := Job{AuctionID: h.ID, Key: uuid.New(), Kind: KindBid}
+			if h.BuyNowPrice != "" && int64(i) == n/2 {
+				j.BuyNow, j.BidderID = true, e.bidders.id()
+			} else {
+				d.draw(rng, c, hotStartCents, e.bidders.id, &j)
+			}
 			retryPlan(rng, c, &j)
 			return j, true
 		}}
 }
 
 // coldStream spreads ColdRate bids/s over the cold auctions at random,
-// each auction's k-th bid at 100.00 + 1.00·k.
+// each auction's bids drawn by auctionDraw.draw from 100.00.
 func (e *Env) coldStream(c FlashSaleConfig, colds []AuctionSpec, t0 time.Time) Stream {
 	rng := e.rng()
-	counts := make([]int64, len(colds))
+	draws := make([]auctionDraw, len(colds))
 	return Stream{Rate: c.ColdRate, Count: int(c.ColdRate * c.Duration.Seconds()), Start: t0,
 		Make: func(int, time.Time) (Job, bool) {
 			a := rng.IntN(len(colds))
-			counts[a]++
-			j := Job{AuctionID: colds[a].ID, Key: uuid.New(), BidderID: e.bidders.id(),
-				Amount: cents(coldStartCents + incCents*counts[a]), Kind: KindBid}
+			j := Job{AuctionID: colds[a].ID, Key: uuid.New(), Kind: KindBid}
+			draws[a].draw(rng, c, coldStartCents, e.bidders.id, &j)
 			retryPlan(rng, c, &j)
 			return j, true
 		}}
+}
+
+// buyNowStreams are the buy-now requests of the load's first second: on
+// the bought hot auction, a buy-now and then three bids (refused: it is
+// closed); and on up to BuyNows cold auctions with a buy-now price (those
+// ending in the run first), one each, racing the bids the cold stream
+// sends them (whichever is first wins: a buy-now after a bid is refused).
+func (e *Env) buyNowStreams(c FlashSaleConfig, bought, soon, far []AuctionSpec, t0 time.Time) []Stream {
+	var streams []Stream
+	for _, h := range bought {
+		jobs := []Job{{AuctionID: h.ID, Key: uuid.New(), BidderID: e.bidders.id(), BuyNow: true, Kind: KindBid}}
+		for k := range int64(3) {
+			jobs = append(jobs, Job{AuctionID: h.ID, Key: uuid.New(), BidderID: e.bidders.id(),
+				Amount: cents(hotBuyNowCents + incCents*(k+1)), Kind: KindBid})
+		}
+		streams = append(streams, e.jobStream(c, 4, t0, jobs))
+	}
+	var jobs []Job
+	for _, s := range slices.Concat(soon, far) {
+		if len(jobs) == c.BuyNows {
+			break
+		}
+		if s.BuyNowPrice != "" {
+			jobs = append(jobs, Job{AuctionID: s.ID, Key: uuid.New(), BidderID: e.bidders.id(), BuyNow: true, Kind: KindBid})
+		}
+	}
+	if len(jobs) > 0 {
+		streams = append(streams, e.jobStream(c, max(20, float64(len(jobs))), t0, jobs))
+	}
+	return streams
+}
+
+// jobStream sends jobs in order at rate per second from start, each
+// retried as retryPlan decides.
+func (e *Env) jobStream(c FlashSaleConfig, rate float64, start time.Time, jobs []Job) Stream {
+	rng := e.rng()
+	return Stream{Rate: rate, Count: len(jobs), Start: start, Make: func(i int, _ time.Time) (Job, bool) {
+		j := jobs[i]
+		retryPlan(rng, c, &j)
+		return j, true
+	}}
 }
 
 // lateBids waits until the hot auctions and the cold ones that ended in the
@@ -315,8 +486,9 @@ func (e *Env) lateBids(ctx context.Context, ld *Loader, c FlashSaleConfig, hot, 
 			if s.Hot {
 				start = hotStartCents
 			}
+			// Above any price the load reaches: only the end refuses it.
 			ld.Submit(Job{AuctionID: s.ID, Key: uuid.New(), BidderID: e.bidders.id(),
-				Amount: cents(start + incCents*int64(10_000_000+k)), Kind: KindLate, Intended: time.Now()})
+				Amount: cents(start + incCents*int64(1_000_000_000+k)), Kind: KindLate, Intended: time.Now()})
 			n++
 		}
 	}

@@ -184,6 +184,39 @@ func TestScenariosAgainstTheRealStack(t *testing.T) {
 		}
 	})
 
+	// The flash sale's SQL path (above 10,000 cold auctions) gives the
+	// same auctions reserves and buy-now prices as its API path.
+	t.Run("bulk auctions with reserves and buy-now prices", func(t *testing.T) {
+		now, err := e.dbNow(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		specs, err := e.createSQL(ctx, bulkAuctions{N: 20, Title: "bidbench bulk rules", StartPrice: cents(coldStartCents),
+			MinIncrement: cents(incCents), Late: now.Add(time.Hour), LateSpread: time.Second, ExtendBy: time.Second,
+			ReserveEvery: 5, Reserve: cents(coldReserveCents), BuyNowEvery: 10, BuyNow: cents(coldBuyNowCents)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reserves, buyNows int
+		for _, s := range specs {
+			if s.ReservePrice != "" {
+				reserves++
+				if s.ReservePrice != cents(coldReserveCents) {
+					t.Errorf("auction %d: reserve %s", s.ID, s.ReservePrice)
+				}
+			}
+			if s.BuyNowPrice != "" {
+				buyNows++
+				if s.BuyNowPrice != cents(coldBuyNowCents) {
+					t.Errorf("auction %d: buy-now price %s", s.ID, s.BuyNowPrice)
+				}
+			}
+		}
+		if reserves != 4 || buyNows != 2 {
+			t.Errorf("%d reserves, %d buy-now prices among 20; want 4 and 2", reserves, buyNows)
+		}
+	})
+
 	// Where the default --metrics finds the other nodes: the admin
 	// endpoint's member list, read with an operator token bidbench mints.
 	t.Run("cluster members", func(t *testing.T) {
