@@ -10,7 +10,7 @@ export BIDGATE_POSTGRES_URL ?= postgres://$(PGUSER)@$(PGHOST):$(PGPORT)/$(DBNAME
 
 STATICCHECK = go run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run run-one build test fuzz chaos bench demo loadtest lint db check-postgres check-redis
+.PHONY: run run-one build test test-cluster fuzz chaos bench demo loadtest lint db check-postgres check-redis
 
 ## run: a local 3-node cluster on :8080-8082 with the embedded Kafka broker, on the local PostgreSQL and Redis
 run: db check-redis build
@@ -29,6 +29,16 @@ build:
 test: check-postgres check-redis
 	go vet ./...
 	go test -race -count=1 -timeout 9m ./...
+
+## test-cluster: the tests of everything that talks to Redis (hot path, token buckets, promotion, closer,
+## relay, persister, reconciler, fan-out, gateway, the load-test harness) against a Redis Cluster of 3
+## primaries and 3 replicas that it starts on loopback ports CLUSTER_PORT.. and stops (scripts/redis-cluster.sh)
+CLUSTER_PORT ?= 7100
+test-cluster: check-postgres
+	@dir=$$(mktemp -d) && trap 'scripts/redis-cluster.sh stop "$$dir"' EXIT && \
+	  addrs=$$(scripts/redis-cluster.sh start "$$dir" $(CLUSTER_PORT)) && echo "Redis Cluster: $$addrs" && \
+	  BIDGATE_TEST_REDIS_CLUSTER=$$addrs go test -race -count=1 -timeout 9m \
+	    ./persist/... ./shard/ ./closer/ ./fanout/ ./gateway/ ./bench/
 
 ## fuzz: each fuzz target (amounts, ids, bid and auction bodies), about 10 s each here. The budgets are
 ## execution counts, not durations: with a duration, Go 1.26's fuzz coordinator can race its own deadline

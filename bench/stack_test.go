@@ -45,7 +45,12 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// testRedisAddr is the test Redis: the Redis Cluster's nodes under make
+// test-cluster, else one server.
 func testRedisAddr() string {
+	if a := os.Getenv("BIDGATE_TEST_REDIS_CLUSTER"); a != "" {
+		return a
+	}
 	if a := os.Getenv("BIDGATE_TEST_REDIS_ADDR"); a != "" {
 		return a
 	}

@@ -26,7 +26,7 @@ var ctx = context.Background()
 // a closer with its own metrics.
 type env struct {
 	db     *pgxpool.Pool
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	shards *shard.Service
 	closer *Closer
 	reg    *prometheus.Registry

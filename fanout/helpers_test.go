@@ -37,7 +37,7 @@ var bg = context.Background()
 // env is a fresh database, the test Redis and a shard service on both.
 type env struct {
 	db  *pgxpool.Pool
-	rdb *redis.Client
+	rdb redis.UniversalClient
 	svc *shard.Service
 }
 

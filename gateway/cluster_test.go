@@ -79,7 +79,7 @@ func (c *changes) watch(w chan struct{}) (stop func()) {
 	}
 }
 
-func startNode(t testing.TB, id string, db *pgxpool.Pool, rdb *redis.Client, seeds ...string) *testNode {
+func startNode(t testing.TB, id string, db *pgxpool.Pool, rdb redis.UniversalClient, seeds ...string) *testNode {
 	t.Helper()
 	public, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -29,7 +29,7 @@ import (
 type pipeline struct {
 	t      testing.TB
 	db     *pgxpool.Pool
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	shard  *shard.Service
 	broker *kafka.Embedded
 	port   int

@@ -30,7 +30,10 @@ type Config struct {
 	RateLimit   float64       // bids per second per bidder; negative disables
 	RateBurst   int           // token bucket size
 	PromoteRate int           // cold bids per second on one node that promote an auction; negative disables
-	Log         *slog.Logger  // default slog.Default()
+	// Replication, when Replicas > 0, answers a hot batch's bidders only once
+	// that many Redis replicas hold it (else 503).
+	Replication redisstore.Replication
+	Log         *slog.Logger // default slog.Default()
 	// OnHotAccepted, when set, is called after a batch accepted bids on a hot
 	// auction (the relay of this process wakes on it).
 	OnHotAccepted func(auctionID int64)
@@ -40,7 +43,7 @@ type Config struct {
 // the command line's flag defaults.
 func DefaultConfig() Config {
 	return Config{MaxBatch: 256, MaxQueue: 4096, BatchIdle: 2 * time.Second, CacheMaxAge: 300 * time.Millisecond,
-		RateLimit: 5, RateBurst: 10, PromoteRate: 20}
+		RateLimit: 5, RateBurst: 10, PromoteRate: 20, Replication: redisstore.Replication{Timeout: 500 * time.Millisecond}}
 }
 
 func (c *Config) setDefaults() {
@@ -55,6 +58,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.CacheMaxAge <= 0 {
 		c.CacheMaxAge = d.CacheMaxAge
+	}
+	if c.Replication.Timeout <= 0 {
+		c.Replication.Timeout = d.Replication.Timeout
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
@@ -91,7 +97,7 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, cfg Config, reg prometheus
 	cfg.setDefaults()
 	m := newMetrics(reg)
 	cache := newPriceCache(cfg.CacheMaxAge)
-	rs, store := redisstore.New(rdb), &pgstore.Store{DB: db}
+	rs, store := redisstore.NewReplicated(rdb, cfg.Replication), &pgstore.Store{DB: db}
 	pub := &publisher{rs: rs, metrics: m}
 	s := &Service{
 		db: db, rdb: rdb, rs: rs, store: store, cache: cache, metrics: m,

@@ -103,6 +103,10 @@ func parseConfig(cmd string, args []string) (config, error) {
 		fs.IntVar(&c.Shard.RateBurst, "rate-burst", sd.RateBurst, "token bucket size per bidder")
 		fs.IntVar(&c.Shard.PromoteRate, "promote-rate", sd.PromoteRate, "cold bids per second on one node that promote an auction to hot (negative disables)")
 		fs.DurationVar(&c.Shard.CacheMaxAge, "price-cache-age", sd.CacheMaxAge, "how old a cached price may be and still refuse bids")
+		fs.IntVar(&c.Shard.Replication.Replicas, "redis-wait-replicas", 0,
+			"answer hot bids only once this many Redis replicas hold them (one WAIT per batch; 0: do not wait, a failover may lose acknowledged bids)")
+		fs.DurationVar(&c.Shard.Replication.Timeout, "redis-wait-timeout", sd.Replication.Timeout,
+			"how long a batch waits for --redis-wait-replicas before its bidders get 503")
 		fs.DurationVar(&c.Fanout.Interval, "ws-interval", fd.Interval, "at most one WebSocket message per auction per interval")
 		fs.IntVar(&c.Fanout.MaxViewers, "ws-max-viewers", 0, "WebSocket viewers per node before 503 (0: a quarter of the file descriptor limit)")
 		fs.IntVar(&c.Fanout.MaxViewersPerAddr, "ws-max-viewers-per-ip", fd.MaxViewersPerAddr, "WebSocket viewers per client address before 429")
@@ -164,6 +168,10 @@ func parseConfig(cmd string, args []string) (config, error) {
 		switch {
 		case c.Shard.MaxBatch < 1 || c.Shard.MaxBatch > 4096:
 			return c, fmt.Errorf("--hot-batch must be from 1 to 4096, got %d", c.Shard.MaxBatch)
+		case c.Shard.Replication.Replicas < 0:
+			return c, fmt.Errorf("--redis-wait-replicas must not be negative, got %d", c.Shard.Replication.Replicas)
+		case c.Shard.Replication.Replicas > 0 && c.Shard.Replication.Timeout <= 0:
+			return c, fmt.Errorf("--redis-wait-timeout must be positive, got %v", c.Shard.Replication.Timeout)
 		case c.Shard.MaxQueue < 1:
 			return c, fmt.Errorf("--hot-queue must be positive, got %d", c.Shard.MaxQueue)
 		case c.Shard.RateLimit > 0 && c.Shard.RateBurst < 1:

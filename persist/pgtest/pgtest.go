@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,14 +124,21 @@ func WaitForEnd(tb testing.TB, db *pgxpool.Pool, auction int64) {
 }
 
 // Redis returns a client on the test Redis server (BIDGATE_TEST_REDIS_ADDR,
-// default 127.0.0.1:6379), closed when tb ends.
-func Redis(tb testing.TB) *redis.Client {
+// default 127.0.0.1:6379), or on the Redis Cluster whose nodes
+// BIDGATE_TEST_REDIS_CLUSTER lists (make test-cluster), closed when tb ends.
+func Redis(tb testing.TB) redis.UniversalClient {
 	tb.Helper()
+	var rdb redis.UniversalClient
 	addr := os.Getenv("BIDGATE_TEST_REDIS_ADDR")
 	if addr == "" {
 		addr = "127.0.0.1:6379"
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	if cluster := os.Getenv("BIDGATE_TEST_REDIS_CLUSTER"); cluster != "" {
+		addr = cluster
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(cluster, ",")})
+	} else {
+		rdb = redis.NewClient(&redis.Options{Addr: addr})
+	}
 	if err := rdb.Ping(context.Background()).Err(); err != nil {
 		tb.Fatalf("connect to the test Redis server (%s): %v", addr, err)
 	}

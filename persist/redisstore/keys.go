@@ -46,7 +46,8 @@ func (k Keys) all() []string { return []string{k.State, k.Reqs, k.Log, k.Relayed
 
 // Store runs the calls on a client: a single Redis, a Cluster or a ring.
 type Store struct {
-	rdb redis.UniversalClient
+	rdb         redis.UniversalClient
+	replication Replication // zero: answer without waiting for replicas
 }
 
 // New returns a Store on rdb.

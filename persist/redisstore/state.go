@@ -201,11 +201,16 @@ func (s *Store) Expire(ctx context.Context, ttl time.Duration, ids ...int64) err
 	return nil
 }
 
-// Delete removes auctions' keys (scratch auctions of the load-test harness).
+// Delete removes auctions' keys (scratch auctions of the load-test
+// harness): one DEL per auction, whose keys share a hash slot, so that it
+// works on a Redis Cluster too.
 func (s *Store) Delete(ctx context.Context, ids ...int64) error {
-	var keys []string
+	pipe := s.rdb.Pipeline()
 	for _, id := range ids {
-		keys = append(keys, KeysOf(id).all()...)
+		pipe.Del(ctx, KeysOf(id).all()...)
 	}
-	return s.rdb.Del(ctx, keys...).Err()
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("delete %d auctions' keys: %w", len(ids), err)
+	}
+	return nil
 }

@@ -1,0 +1,80 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Replication is how many replicas must hold a decision before its bidders
+// are answered. Redis replicates asynchronously: a primary that fails over
+// loses what it acknowledged but had not yet sent. With Replicas > 0 every
+// bid script is followed, on the same connection to the key's primary (WAIT
+// counts that connection's writes), by WAIT Replicas Timeout: one round
+// trip per batch, not per bid.
+type Replication struct {
+	Replicas int
+	Timeout  time.Duration
+}
+
+// ErrNotReplicated says WAIT returned before enough replicas acknowledged:
+// the decision was made but may not survive a failover. It is reported as
+// bidgate.ErrUnavailable; a retry with the same key tells what was kept.
+var ErrNotReplicated = errors.New("not acknowledged by enough Redis replicas")
+
+// NewReplicated returns a Store on rdb whose bid decisions wait for r.
+func NewReplicated(rdb redis.UniversalClient, r Replication) *Store {
+	return &Store{rdb: rdb, replication: r}
+}
+
+// runDecision runs a script that decides bids, and then WAIT when asked.
+func (s *Store) runDecision(ctx context.Context, script *redis.Script, keys []string, args ...any) ([]any, error) {
+	if s.replication.Replicas <= 0 {
+		return script.Run(ctx, s.rdb, keys, args...).Slice()
+	}
+	primary, err := s.primaryFor(ctx, keys[0])
+	if err != nil {
+		return nil, err
+	}
+	run := func(eval func(redis.Pipeliner) *redis.Cmd) ([]any, int64, error) {
+		pipe := primary.Pipeline()
+		res := eval(pipe)
+		acked := pipe.Do(ctx, "WAIT", s.replication.Replicas, s.replication.Timeout.Milliseconds())
+		_, _ = pipe.Exec(ctx) // each command's own error is read below
+		v, err := res.Slice()
+		if err != nil {
+			return nil, 0, err
+		}
+		n, err := acked.Int64()
+		return v, n, err
+	}
+	v, n, err := run(func(p redis.Pipeliner) *redis.Cmd { return script.EvalSha(ctx, p, keys, args...) })
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+		v, n, err = run(func(p redis.Pipeliner) *redis.Cmd { return script.Eval(ctx, p, keys, args...) })
+	}
+	if err != nil {
+		return nil, err
+	}
+	if n < int64(s.replication.Replicas) {
+		return nil, unavailable(fmt.Errorf("%w: %d of %d within %v", ErrNotReplicated, n, s.replication.Replicas, s.replication.Timeout))
+	}
+	return v, nil
+}
+
+// primaryFor is the client of the primary that holds key.
+func (s *Store) primaryFor(ctx context.Context, key string) (*redis.Client, error) {
+	switch c := s.rdb.(type) {
+	case *redis.ClusterClient:
+		p, err := c.MasterForKey(ctx, key)
+		if err != nil {
+			return nil, unavailable(fmt.Errorf("find the primary of %s: %w", key, err))
+		}
+		return p, nil
+	case *redis.Client:
+		return c, nil
+	}
+	return nil, fmt.Errorf("waiting for replicas needs a single Redis or a Redis Cluster client, not %T", s.rdb)
+}

@@ -1,0 +1,48 @@
+package redisstore_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+	"github.com/shopspring/decimal"
+
+	"bidgate"
+	"bidgate/persist/pgtest"
+	"bidgate/persist/redisstore"
+)
+
+// TestWaitForReplicas: with a replica to wait for, a batch is answered
+// once the replica holds it (on a Redis Cluster, make test-cluster); with
+// none (the single test Redis), its bidders get ErrUnavailable after the
+// timeout, and a retry with the same key tells that the bid was kept.
+func TestWaitForReplicas(t *testing.T) {
+	rdb := pgtest.Redis(t)
+	_, cluster := rdb.(*redis.ClusterClient)
+	plain := redisstore.New(rdb)
+	a := scratch(t, plain)
+	rs := redisstore.NewReplicated(rdb, redisstore.Replication{Replicas: 1, Timeout: 100 * time.Millisecond})
+	r := bidgate.BidRequest{AuctionID: a.ID, BidderID: 2, Amount: decimal.NewFromInt(150), RequestID: uuid.New()}
+	_, out, err := rs.DecideBids(ctx, a.ID, []bidgate.BidRequest{r})
+	switch {
+	case cluster && (err != nil || out[0].Err != nil):
+		t.Fatalf("on a cluster with replicas: %+v, %v", out, err)
+	case !cluster && (!errors.Is(err, bidgate.ErrUnavailable) || !errors.Is(err, redisstore.ErrNotReplicated)):
+		t.Fatalf("with no replica: %v, want ErrUnavailable (not replicated)", err)
+	}
+	// Whatever the answer, the decision was made: the same key is a replay.
+	_, out, err = plain.DecideBids(ctx, a.ID, []bidgate.BidRequest{r})
+	if err != nil || out[0].Err != nil || !out[0].Result.Replayed || out[0].Result.Bid.Seq != 1 {
+		t.Fatalf("the retry: %+v, %v", out, err)
+	}
+	// A buy-now waits too (this one is refused: a bid is in).
+	d, err := rs.BuyNow(ctx, bidgate.BidRequest{AuctionID: a.ID, BidderID: 3, BuyNow: true, RequestID: uuid.New()})
+	switch {
+	case cluster && !errors.Is(d.Err, bidgate.ErrBuyNowUnavailable):
+		t.Fatalf("buy-now on a cluster: %+v, %v", d, err)
+	case !cluster && !errors.Is(err, redisstore.ErrNotReplicated):
+		t.Fatalf("buy-now with no replica: %v", err)
+	}
+}
