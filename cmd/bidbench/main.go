@@ -136,6 +136,11 @@ func parse(scenario string, args []string) (func(context.Context) int, error) {
 		fs.DurationVar(&c.RetryDelay, "retry-delay", c.RetryDelay, "a retry goes up to this long after the first attempt's end")
 		fs.IntVar(&c.LateBids, "late-bids", c.LateBids, "bids per hot auction (and over cold auctions that ended) sent after the end; all must be refused")
 		fs.IntVar(&c.Bidders, "bidders", 0, "distinct bidder ids (default max(20000, 2 x total bids/s), so no bidder nears the 5/s limit)")
+		fs.Float64Var(&c.ProxyShare, "proxy-share", c.ProxyShare, "share of bids sent as proxy bids (maxAmount)")
+		fs.Float64Var(&c.RepeatShare, "repeat-share", c.RepeatShare, "share of bids by the bidder of the auction's latest proxy bid (raises, already_leading, max_not_raised)")
+		fs.Float64Var(&c.ReserveShare, "reserve-share", c.ReserveShare, "share of cold auctions with a hidden reserve (and every other hot one while above 0)")
+		fs.Float64Var(&c.BuyNowShare, "buy-now-share", c.BuyNowShare, "share of cold auctions with a buy-now price (and every other hot one while above 0)")
+		fs.IntVar(&c.BuyNows, "buy-nows", c.BuyNows, "buy-now requests on cold auctions at the start (and one bought hot auction)")
 		run = func(ctx context.Context, e *bench.Env) (*bench.Result, error) { return e.FlashSale(ctx, c) }
 	case "hot-max", "cold-max":
 		c := bench.DefaultHotMax()
