@@ -9,9 +9,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"bidgate"
 	"bidgate/persist/pgtest"
+	"bidgate/persist/redisstore"
 )
 
 // BenchmarkHotScriptRaw is the baseline for the HTTP benchmarks: the hot bid
@@ -59,5 +61,40 @@ func BenchmarkHotScriptRaw(b *testing.B) {
 			wg.Wait()
 			b.ReportMetric(float64(next.Load())/time.Since(t0).Seconds(), "bids/s")
 		})
+	}
+}
+
+// BenchmarkHotScriptWait is the cost of --redis-wait-replicas 1: the bid
+// script, one batch per call, with and without the WAIT that follows it on
+// the primary's connection. It needs replicas: run it under make
+// test-cluster's cluster (BIDGATE_TEST_REDIS_CLUSTER).
+func BenchmarkHotScriptWait(b *testing.B) {
+	rdb := pgtest.Redis(b)
+	if _, ok := rdb.(*redis.ClusterClient); !ok {
+		b.Skip("needs a Redis Cluster with replicas (BIDGATE_TEST_REDIS_CLUSTER)")
+	}
+	db, _ := pgtest.New(b, 4)
+	s := New(db, rdb, Config{}, prometheus.NewRegistry())
+	for _, batch := range []int{1, 16, 100} {
+		for _, wait := range []int{0, 1} {
+			b.Run(fmt.Sprintf("batch=%d/wait=%d", batch, wait), func(b *testing.B) {
+				rs := redisstore.NewReplicated(rdb, redisstore.Replication{Replicas: wait, Timeout: time.Second})
+				a := newHotAuction(b, s, "1000", "10", time.Hour, 0, time.Second)
+				reqs := make([]bidgate.BidRequest, batch)
+				n := int64(0)
+				b.ResetTimer()
+				for range b.N {
+					for i := range reqs {
+						n++
+						reqs[i] = bidgate.BidRequest{AuctionID: a.ID, BidderID: n, RequestID: uuid.New(),
+							Amount: bidgate.FromCents(101000 + 1000*n)}
+					}
+					if _, _, err := rs.DecideBids(ctx, a.ID, reqs); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "bids/s")
+			})
+		}
 	}
 }
