@@ -86,7 +86,7 @@ func unavailable(err error) error {
 	var rerr redis.Error
 	if errors.As(err, &rerr) && !errors.Is(err, context.DeadlineExceeded) {
 		switch strings.SplitN(rerr.Error(), " ", 2)[0] {
-		case "LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "READONLY", "NOREPLICAS":
+		case "LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "READONLY", "NOREPLICAS", "MOVED", "ASK":
 		default:
 			return err
 		}

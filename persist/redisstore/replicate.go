@@ -33,7 +33,11 @@ func NewReplicated(rdb redis.UniversalClient, r Replication) *Store {
 // runDecision runs a script that decides bids, and then WAIT when asked.
 func (s *Store) runDecision(ctx context.Context, script *redis.Script, keys []string, args ...any) ([]any, error) {
 	if s.replication.Replicas <= 0 {
-		return script.Run(ctx, s.rdb, keys, args...).Slice()
+		v, err := script.Run(ctx, s.rdb, keys, args...).Slice()
+		if err != nil {
+			s.reloadSlots(ctx, err)
+		}
+		return v, err
 	}
 	primary, err := s.primaryFor(ctx, keys[0])
 	if err != nil {
@@ -56,7 +60,8 @@ func (s *Store) runDecision(ctx context.Context, script *redis.Script, keys []st
 		v, n, err = run(func(p redis.Pipeliner) *redis.Cmd { return script.Eval(ctx, p, keys, args...) })
 	}
 	if err != nil {
-		return nil, err
+		s.reloadSlots(ctx, err)
+		return nil, unavailable(err) // MOVED here: the slot moved since MasterForKey
 	}
 	if n < int64(s.replication.Replicas) {
 		return nil, unavailable(fmt.Errorf("%w: %d of %d within %v", ErrNotReplicated, n, s.replication.Replicas, s.replication.Timeout))
@@ -77,4 +82,20 @@ func (s *Store) primaryFor(ctx context.Context, key string) (*redis.Client, erro
 		return c, nil
 	}
 	return nil, fmt.Errorf("waiting for replicas needs a single Redis or a Redis Cluster client, not %T", s.rdb)
+}
+
+// reloadSlots has a cluster client read the slot map again after err, which
+// may mean its primary moved (a failover): the batch went to the node
+// itself, past the client's own redirect handling, so nothing else would.
+func (s *Store) reloadSlots(ctx context.Context, err error) {
+	c, ok := s.rdb.(*redis.ClusterClient)
+	if !ok {
+		return
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) && !redis.HasErrorPrefix(err, "MOVED") && !redis.HasErrorPrefix(err, "CLUSTERDOWN") &&
+		!redis.HasErrorPrefix(err, "READONLY") {
+		return // the node answered: the script failed, the slot map is right
+	}
+	c.ReloadState(ctx)
 }
