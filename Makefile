@@ -10,7 +10,7 @@ export BIDGATE_POSTGRES_URL ?= postgres://$(PGUSER)@$(PGHOST):$(PGPORT)/$(DBNAME
 
 STATICCHECK = go run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run run-one build test test-cluster fuzz chaos bench demo loadtest lint db check-postgres check-redis
+.PHONY: run run-one build test test-cluster test-deploy fuzz chaos bench demo loadtest lint db check-postgres check-redis
 
 ## run: a local 3-node cluster on :8080-8082 with the embedded Kafka broker, on the local PostgreSQL and Redis
 run: db check-redis build
@@ -39,6 +39,12 @@ test-cluster: check-postgres
 	  addrs=$$(scripts/redis-cluster.sh start "$$dir" $(CLUSTER_PORT)) && echo "Redis Cluster: $$addrs" && \
 	  BIDGATE_TEST_REDIS_CLUSTER=$$addrs go test -race -count=1 -timeout 9m \
 	    ./persist/... ./shard/ ./closer/ ./fanout/ ./gateway/ ./bench/
+
+## test-deploy: offline checks of deploy/ (its own Go module): Kubernetes manifests decoded strictly and
+## rendered with kustomize, the compose file with its .env.example, alert rules (promtool check/test when
+## installed), dashboard metrics and BIDGATE_* settings against the code
+test-deploy:
+	cd deploy/validate && go vet ./... && go test -count=1 ./...
 
 ## fuzz: each fuzz target (amounts, ids, bid and auction bodies), about 10 s each here. The budgets are
 ## execution counts, not durations: with a duration, Go 1.26's fuzz coordinator can race its own deadline
