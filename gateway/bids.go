@@ -61,15 +61,21 @@ func idempotencyKey(ctx *fasthttp.RequestCtx) (uuid.UUID, error) {
 	return id, nil
 }
 
+// auctionAndKey reads the auction id of the path and the Idempotency-Key.
+func auctionAndKey(ctx *fasthttp.RequestCtx) (int64, uuid.UUID, error) {
+	auctionID, err := pathID(ctx, "id")
+	if err != nil {
+		return 0, uuid.Nil, err
+	}
+	key, err := idempotencyKey(ctx)
+	return auctionID, key, err
+}
+
 // parseBid turns a request by bidder (0 when authentication is off: the
 // body names them) into a BidRequest, or an error: an *InputError,
 // ErrSubjectMismatch.
 func parseBid(ctx *fasthttp.RequestCtx, bidder int64) (bidgate.BidRequest, error) {
-	auctionID, err := pathID(ctx, "id")
-	if err != nil {
-		return bidgate.BidRequest{}, err
-	}
-	key, err := idempotencyKey(ctx)
+	auctionID, key, err := auctionAndKey(ctx)
 	if err != nil {
 		return bidgate.BidRequest{}, err
 	}
@@ -174,11 +180,7 @@ func (s *Server) buyNow(ctx *fasthttp.RequestCtx, p auth.Principal) {
 }
 
 func parseBuyNow(ctx *fasthttp.RequestCtx, buyer int64) (bidgate.BidRequest, error) {
-	auctionID, err := pathID(ctx, "id")
-	if err != nil {
-		return bidgate.BidRequest{}, err
-	}
-	key, err := idempotencyKey(ctx)
+	auctionID, key, err := auctionAndKey(ctx)
 	if err != nil {
 		return bidgate.BidRequest{}, err
 	}
