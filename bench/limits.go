@@ -210,13 +210,13 @@ func (e *Env) pgLimit(ctx context.Context, conns, auctions int, dur time.Duratio
 			for time.Now().Before(deadline) && ctx.Err() == nil {
 				k := counters[a].Add(1)
 				amount := bidgate.FromCents(10000 + 100*k)
-				var seq int64
+				var seq, leader int64
 				var at, end time.Time
 				var row, price decimal.Decimal
 				var leading bool
 				key := uuid.New()
 				err := pool.QueryRow(ctx, pgstore.ColdBidSQL(), scratch[a], limitBidder(k), amount, key,
-					string(bidgate.KindStraight), bidgate.AutomaticRequestID(key)).Scan(&seq, &at, &end, &row, &leading, &price)
+					string(bidgate.KindStraight), bidgate.AutomaticRequestID(key)).Scan(&seq, &at, &end, &row, &leading, &price, &leader)
 				switch {
 				case err == nil:
 					accepted.Add(1)

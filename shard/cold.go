@@ -30,14 +30,14 @@ func (c *cold) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidR
 	if res, done, err := decide(v, r); done {
 		return res, err
 	}
-	res, placed, err := c.store.PlaceColdBid(ctx, r)
+	res, leader, placed, err := c.store.PlaceColdBid(ctx, r)
 	if err != nil {
 		return bidgate.BidResult{}, err
 	}
 	if placed {
-		bid, leader, count := res.Bid, r.BidderID, res.Bid.Seq
+		bid, count := res.Bid, res.Bid.Seq
 		if !res.Leading { // the leader's automatic row follows the bid
-			leader, count = v.Leader, count+1
+			count++
 		}
 		c.cache.update(r.AuctionID, v.Seller, res.CurrentPrice, v.Inc, false)
 		c.pub.publish(ctx, bidgate.Auction{ID: r.AuctionID, CurrentPrice: res.CurrentPrice, LeaderID: leader,

@@ -73,26 +73,27 @@ func (s *Store) LookUpBid(ctx context.Context, r bidgate.BidRequest) (ColdView, 
 }
 
 // PlaceColdBid runs the cold path's conditional statement: check, decide
-// and write in one step, by the database clock. placed is false when it
+// and write in one step, by the database clock; leader is who leads after
+// it (the bidder, or the leader whose proxy answered). placed is false when it
 // wrote nothing (the bid lost a race to a higher bid, the end, a promotion
 // or a request with the same key, or the leader's bid changes nothing); a
 // new LookUpBid then explains why.
-func (s *Store) PlaceColdBid(ctx context.Context, r bidgate.BidRequest) (res bidgate.BidResult, placed bool, err error) {
+func (s *Store) PlaceColdBid(ctx context.Context, r bidgate.BidRequest) (res bidgate.BidResult, leader int64, placed bool, err error) {
 	b := bidgate.Bid{AuctionID: r.AuctionID, BidderID: r.BidderID, Kind: r.Kind(), RequestID: r.RequestID}
 	if r.Proxy {
 		b.MaxAmount = decimal.NewNullDecimal(r.Amount)
 	}
 	err = s.DB.QueryRow(ctx, coldBidSQL, r.AuctionID, r.BidderID, r.Amount, r.RequestID, string(r.Kind()),
 		bidgate.AutomaticRequestID(r.RequestID)).
-		Scan(&b.Seq, &b.AcceptedAt, &b.EndTime, &b.Amount, &res.Leading, &res.CurrentPrice)
+		Scan(&b.Seq, &b.AcceptedAt, &b.EndTime, &b.Amount, &res.Leading, &res.CurrentPrice, &leader)
 	res.Bid = b
 	switch {
 	case err == nil:
-		return res, true, nil
+		return res, leader, true, nil
 	case errors.Is(err, pgx.ErrNoRows), IsUniqueViolation(err, "bid_auction_id_request_id_key"):
-		return res, false, nil
+		return res, 0, false, nil
 	}
-	return res, false, fmt.Errorf("cold bid on auction %d: %w", r.AuctionID, err)
+	return res, 0, false, fmt.Errorf("cold bid on auction %d: %w", r.AuctionID, err)
 }
 
 // ColdBidSQL is the cold path's statement, with parameters auction id,

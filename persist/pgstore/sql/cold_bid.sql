@@ -92,5 +92,5 @@ rows AS (
     RETURNING seq
 )
 SELECT bid_count - CASE rule WHEN 'answered' THEN 1 ELSE 0 END, last_bid_at, end_time,
-       CASE rule WHEN 'answered' THEN value ELSE price END, rule <> 'answered', price
+       CASE rule WHEN 'answered' THEN value ELSE price END, rule <> 'answered', price, new_leader
   FROM accepted
