@@ -273,7 +273,7 @@ func TestColdEventPayload(t *testing.T) {
 				e.bid(t, a.ID, int64(i+1), amount)
 			}
 			e.endInPostgres(t, a.ID)
-			sub := e.rdb.Subscribe(ctx, redisstore.Channel(a.ID))
+			sub := e.rdb.SSubscribe(ctx, redisstore.Channel(a.ID))
 			defer sub.Close()
 			if _, err := sub.Receive(ctx); err != nil { // the subscription is in place
 				t.Fatal(err)

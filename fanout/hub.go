@@ -1,8 +1,9 @@
 // Package fanout pushes auctions' live state to WebSocket viewers.
 //
-// Every node keeps one Redis pub/sub connection, subscribed to the updates
-// channel of each auction it has viewers of (bidgate.UpdatesChannel), so
-// that a viewer may connect to any node whoever decides the bids. States
+// Every node subscribes to the updates of each auction it has viewers of
+// (redisstore.Subscriber: sharded pub/sub, one connection per Redis
+// primary), so that a viewer may connect to any node whoever decides the
+// bids. States
 // published on a channel are coalesced per auction: only the newest is kept
 // and it is sent at most once per Config.Interval, encoded once for all the
 // auction's viewers. A viewer gets a snapshot, then updates with a rising
@@ -79,7 +80,7 @@ const (
 	// joinTimeout bounds the work before an upgrade (the subscription's
 	// confirmation, the snapshot) and each snapshot read after it.
 	joinTimeout = 5 * time.Second
-	// pubsubBuffer is how many Redis messages may wait for the dispatcher.
+	// pubsubBuffer is how many Redis events may wait for the dispatcher.
 	pubsubBuffer = 4096
 	// resyncParallel bounds the snapshot reads after a Redis reconnect,
 	// when every room asks at once.
@@ -100,7 +101,7 @@ type Hub struct {
 	cfg      Config
 	metrics  *metrics
 	log      *slog.Logger
-	ps       *redis.PubSub
+	sub      *redisstore.Subscriber
 	upgrader websocket.FastHTTPUpgrader
 	resync   chan struct{} // semaphore of resyncParallel
 	endGrace time.Duration // see defaultEndGrace; tests shorten it
@@ -116,9 +117,9 @@ type Hub struct {
 	subMu sync.Mutex
 
 	mu       sync.Mutex
-	rooms    map[string]*room // by channel
-	reserved int              // viewer slots taken, handshakes included
-	byAddr   map[string]int   // the same, per client address
+	rooms    map[int64]*room // by auction
+	reserved int             // viewer slots taken, handshakes included
+	byAddr   map[string]int  // the same, per client address
 	stopped  bool
 	stopping chan struct{} // closed when Run ends
 	leases   sync.WaitGroup
@@ -130,12 +131,10 @@ type Hub struct {
 func New(rdb redis.UniversalClient, snap Snapshotter, cfg Config, reg prometheus.Registerer) *Hub {
 	cfg.setDefaults()
 	h := &Hub{snap: snap, cfg: cfg, metrics: newMetrics(reg), log: cfg.Log,
-		// Without channels Subscribe makes no connection yet: the first
-		// viewer's SUBSCRIBE opens it.
-		ps:       rdb.Subscribe(context.Background()),
+		sub:      redisstore.NewSubscriber(rdb, pubsubBuffer),
 		resync:   make(chan struct{}, resyncParallel),
 		endGrace: defaultEndGrace,
-		rooms:    make(map[string]*room),
+		rooms:    make(map[int64]*room),
 		stopping: make(chan struct{}),
 	}
 	h.upgrader = websocket.FastHTTPUpgrader{
@@ -153,22 +152,19 @@ func New(rdb redis.UniversalClient, snap Snapshotter, cfg Config, reg prometheus
 	return h
 }
 
-// Run reads the node's shared Redis pub/sub connection and hands each
-// auction's states to its room, until ctx ends. Then it closes every viewer
-// (close code 1001), closes the connection and returns nil once the viewers
-// are gone. Run is called once per Hub.
+// Run reads the node's Redis subscription and hands each auction's states
+// to its room, until ctx ends. Then it closes every viewer (close code
+// 1001), closes the subscription and returns nil once the viewers are gone.
+// Run is called once per Hub.
 func (h *Hub) Run(ctx context.Context) error {
-	msgs := h.ps.ChannelWithSubscriptions(redis.WithChannelSize(pubsubBuffer))
+	events := h.sub.Events()
 	defer h.stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case msg, ok := <-msgs:
-			if !ok {
-				return errors.New("fanout: the Redis pub/sub connection was closed")
-			}
-			h.dispatch(msg)
+		case ev := <-events:
+			h.dispatch(ev)
 		}
 	}
 }
@@ -189,7 +185,7 @@ func (h *Hub) stop() {
 	for _, r := range rooms {
 		r.signalAll(evStop)
 	}
-	_ = h.ps.Close()
+	_ = h.sub.Close()
 	h.leases.Wait()
 }
 
@@ -204,42 +200,36 @@ func (h *Hub) isStopping() bool {
 
 // dispatch never blocks on I/O: one slow step here would delay every
 // auction of the node.
-func (h *Hub) dispatch(msg any) {
-	switch m := msg.(type) {
-	case *redis.Subscription:
-		if m.Kind != "subscribe" {
-			return
-		}
-		r := h.room(m.Channel)
-		if r == nil {
-			return
-		}
+func (h *Hub) dispatch(ev redisstore.Event) {
+	if ev.AuctionID == 0 {
+		h.metrics.subscriptionsLost.Inc()
+		h.log.Warn("fanout: Redis subscription", "err", ev.Err)
+		return
+	}
+	r := h.room(ev.AuctionID)
+	switch {
+	case r == nil:
+		// published before our unsubscribe took effect
+	case ev.Subscribed:
 		if r.confirm() {
 			// Its joiners may all have given up while Redis was confirming.
 			go h.dropIfIdle(r)
 		} else {
-			// go-redis resubscribed after a reconnect: states published
-			// meanwhile were lost, so read the current one.
+			// Subscribed again after a lost connection or a moved slot:
+			// states published meanwhile were missed, so read the current one.
 			go h.refresh(r)
 		}
-	case *redis.Message:
-		r := h.room(m.Channel)
-		if r == nil {
-			return // published before our UNSUBSCRIBE took effect
-		}
-		u, err := redisstore.ParseUpdate(m.Payload)
-		if err != nil || u.AuctionID != r.id {
-			h.log.Warn("fanout: ignore malformed state", "channel", m.Channel, "err", err)
-			return
-		}
-		r.update(u.StateUpdate())
+	case ev.Err != nil:
+		h.log.Warn("fanout: ignore malformed state", "auction", ev.AuctionID, "err", ev.Err)
+	default:
+		r.update(ev.Update.StateUpdate())
 	}
 }
 
-func (h *Hub) room(channel string) *room {
+func (h *Hub) room(id int64) *room {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.rooms[channel]
+	return h.rooms[id]
 }
 
 // refresh reads an auction's current state into its room.
@@ -260,28 +250,24 @@ func (h *Hub) refresh(r *room) {
 // so that a snapshot read afterwards misses no later state. Every join is
 // paired with a leave.
 func (h *Hub) join(ctx context.Context, id int64) (*room, error) {
-	channel := redisstore.Channel(id)
 	h.subMu.Lock()
 	h.mu.Lock()
-	r := h.rooms[channel]
+	r := h.rooms[id]
 	fresh := r == nil
 	if fresh {
 		r = newRoom(h, id)
-		h.rooms[channel] = r
+		h.rooms[id] = r
 	}
 	h.mu.Unlock()
 	r.refs++
 	if fresh {
-		if err := h.ps.Subscribe(ctx, channel); err != nil {
+		if err := h.sub.Subscribe(ctx, id); err != nil {
 			r.refs--
 			h.mu.Lock()
-			delete(h.rooms, channel)
+			delete(h.rooms, id)
 			h.mu.Unlock()
-			// go-redis remembers the channel even when SUBSCRIBE failed and
-			// would subscribe it again on its next reconnect.
-			_ = h.ps.Unsubscribe(context.WithoutCancel(ctx), channel)
 			h.subMu.Unlock()
-			return nil, fmt.Errorf("subscribe to %s: %w", channel, err)
+			return nil, err
 		}
 		h.metrics.subscriptions.Inc()
 	}
@@ -292,7 +278,7 @@ func (h *Hub) join(ctx context.Context, id int64) (*room, error) {
 		return r, nil
 	case <-ctx.Done():
 		h.leave(r)
-		return nil, fmt.Errorf("wait for the subscription to %s: %w", channel, context.Cause(ctx))
+		return nil, fmt.Errorf("wait for the subscription to auction %d: %w", id, context.Cause(ctx))
 	case <-h.stopping:
 		h.leave(r)
 		return nil, errStopped
@@ -319,25 +305,22 @@ func (h *Hub) dropIfIdle(r *room) {
 	}
 }
 
-// drop removes an idle room and unsubscribes its channel; subMu is held.
+// drop removes an idle room and unsubscribes its auction; subMu is held.
 func (h *Hub) drop(r *room) {
 	h.mu.Lock()
-	if h.rooms[r.channel] != r {
+	if h.rooms[r.id] != r {
 		h.mu.Unlock()
 		return
 	}
-	delete(h.rooms, r.channel)
+	delete(h.rooms, r.id)
 	stopped := h.stopped
 	h.mu.Unlock()
 	r.stop()
 	h.metrics.subscriptions.Dec()
-	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
-	defer cancel()
-	// On failure go-redis has forgotten the channel all the same, and its
-	// reconnect does not subscribe it again; messages of a channel without
-	// a room are ignored meanwhile.
-	if err := h.ps.Unsubscribe(ctx, r.channel); err != nil && !stopped && !errors.Is(err, redis.ErrClosed) {
-		h.log.Warn("fanout: unsubscribe", "channel", r.channel, "err", err)
+	if !stopped {
+		ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
+		defer cancel()
+		h.sub.Unsubscribe(ctx, r.id)
 	}
 }
 

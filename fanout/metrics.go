@@ -10,11 +10,14 @@ import (
 type metrics struct {
 	viewers       prometheus.Gauge
 	subscriptions prometheus.Gauge
-	messagesSent  prometheus.Counter
-	coalesced     prometheus.Counter
-	overflows     prometheus.Counter
-	slowClosed    prometheus.Counter
-	lag           prometheus.Histogram
+	// subscriptionsLost counts Redis pub/sub connections lost; their
+	// auctions are subscribed again and refreshed.
+	subscriptionsLost prometheus.Counter
+	messagesSent      prometheus.Counter
+	coalesced         prometheus.Counter
+	overflows         prometheus.Counter
+	slowClosed        prometheus.Counter
+	lag               prometheus.Histogram
 }
 
 // newMetrics registers the metrics on reg; nil leaves them unregistered.
@@ -28,6 +31,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		subscriptions: f.NewGauge(prometheus.GaugeOpts{
 			Name: "bidgate_fanout_subscriptions",
 			Help: "Auction channels this node is subscribed to in Redis.",
+		}),
+		subscriptionsLost: f.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_fanout_subscriptions_lost_total",
+			Help: "Redis pub/sub connections lost (a primary failed or moved); their auctions were subscribed again and refreshed.",
 		}),
 		messagesSent: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_fanout_messages_sent_total",

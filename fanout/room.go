@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"bidgate"
-	"bidgate/persist/redisstore"
 )
 
 // defaultEndGrace is how long past its end an auction's room waits for the
@@ -18,9 +17,8 @@ const defaultEndGrace = 15 * time.Second
 // most once per Interval, so that the work per viewer does not grow with the
 // auction's bid rate.
 type room struct {
-	hub     *Hub
-	id      int64
-	channel string
+	hub *Hub
+	id  int64
 
 	// refs counts the viewers holding the subscription, handshakes in
 	// progress included. Guarded by hub.subMu.
@@ -46,13 +44,12 @@ type room struct {
 }
 
 func newRoom(h *Hub, id int64) *room {
-	return &room{hub: h, id: id, channel: redisstore.Channel(id),
+	return &room{hub: h, id: id,
 		ready: make(chan struct{}), viewers: make(map[*viewer]struct{})}
 }
 
 // confirm marks the subscription as active and reports whether this was its
-// first confirmation (a later one means go-redis resubscribed after a
-// reconnect).
+// first confirmation (a later one follows a lost connection or a moved slot).
 func (r *room) confirm() (first bool) {
 	r.readyOnce.Do(func() {
 		close(r.ready)

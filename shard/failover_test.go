@@ -4,18 +4,14 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"bidgate"
 	"bidgate/persist/pgtest"
@@ -47,18 +43,8 @@ func TestFailoverKeepsAcknowledgedBids(t *testing.T) {
 // failover runs one storm with a primary killed in it and returns how many
 // bids were acknowledged and how many of those the cluster lost.
 func failover(t *testing.T, wait, port int) (acked, lost int) {
-	dir := t.TempDir()
-	out, err := exec.Command("../scripts/redis-cluster.sh", "start", dir, strconv.Itoa(port)).Output()
-	if err != nil {
-		t.Fatalf("start a Redis Cluster: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := exec.Command("../scripts/redis-cluster.sh", "stop", dir).Run(); err != nil {
-			t.Errorf("stop the Redis Cluster: %v", err)
-		}
-	})
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(strings.TrimSpace(string(out)), ",")})
-	t.Cleanup(func() { rdb.Close() })
+	cluster := pgtest.StartRedisCluster(t, port)
+	rdb := cluster.Client(t)
 	db, _ := pgtest.New(t, 8)
 	s := New(db, rdb, Config{RateLimit: -1, PromoteRate: -1,
 		Replication: redisstore.Replication{Replicas: wait, Timeout: time.Second}}, prometheus.NewRegistry())
@@ -67,7 +53,6 @@ func failover(t *testing.T, wait, port int) (acked, lost int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid := processID(t, primary)
 
 	var (
 		mu      sync.Mutex
@@ -96,10 +81,19 @@ func failover(t *testing.T, wait, port int) (acked, lost int) {
 					mu.Lock()
 					ackedBy[r.RequestID] = res.Bid.Seq
 					if len(ackedBy) == 500 && killed.CompareAndSwap(false, true) {
-						if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+						if err := cluster.Kill(primary); err != nil {
 							t.Errorf("kill the primary: %v", err)
 						}
-						wg.Go(func() { rejoin(t, rdb, dir, primary.Options().Addr, a.ID) })
+						wg.Go(func() {
+							// Once a replica is promoted, the killed node
+							// rejoins as its replica, so that WAIT 1 can be
+							// met again.
+							killed := primary.Options().Addr
+							cluster.AwaitPromotion(t, rdb, killed, redisstore.KeysOf(a.ID).State)
+							if err := cluster.Restart(killed); err != nil {
+								t.Errorf("restart %s: %v", killed, err)
+							}
+						})
 					}
 					mu.Unlock()
 				case err == nil, errors.Is(err, bidgate.ErrBidTooLow), errors.Is(err, bidgate.ErrUnavailable),
@@ -130,41 +124,4 @@ func failover(t *testing.T, wait, port int) (acked, lost int) {
 		}
 	}
 	return len(ackedBy), lost
-}
-
-// rejoin waits until the cluster has promoted another primary for the
-// auction's slot, then starts the killed node again: it rejoins as that
-// primary's replica, so that WAIT 1 can be met again.
-func rejoin(t *testing.T, rdb *redis.ClusterClient, dir, killed string, auction int64) {
-	eventually(t, 20*time.Second, "a replica promoted in place of "+killed, func() (string, bool) {
-		rdb.ReloadState(ctx)
-		p, err := rdb.MasterForKey(ctx, redisstore.KeysOf(auction).State)
-		if err != nil {
-			return err.Error(), false
-		}
-		return p.Options().Addr, p.Options().Addr != killed
-	})
-	_, port, _ := strings.Cut(killed, ":")
-	if err := exec.Command("../scripts/redis-cluster.sh", "restart", dir, port).Run(); err != nil {
-		t.Errorf("restart %s: %v", killed, err)
-	}
-}
-
-// processID is the pid of the redis-server behind c.
-func processID(t *testing.T, c *redis.Client) int {
-	info, err := c.Info(ctx, "server").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
-			pid, err := strconv.Atoi(v)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return pid
-		}
-	}
-	t.Fatal("INFO server has no process_id")
-	return 0
 }

@@ -35,7 +35,7 @@ func (s *Store) runDecision(ctx context.Context, script *redis.Script, keys []st
 	if s.replication.Replicas <= 0 {
 		v, err := script.Run(ctx, s.rdb, keys, args...).Slice()
 		if err != nil {
-			s.reloadSlots(ctx, err)
+			s.reloadSlots(err)
 		}
 		return v, err
 	}
@@ -60,7 +60,7 @@ func (s *Store) runDecision(ctx context.Context, script *redis.Script, keys []st
 		v, n, err = run(func(p redis.Pipeliner) *redis.Cmd { return script.Eval(ctx, p, keys, args...) })
 	}
 	if err != nil {
-		s.reloadSlots(ctx, err)
+		s.reloadSlots(err)
 		return nil, unavailable(err) // MOVED here: the slot moved since MasterForKey
 	}
 	if n < int64(s.replication.Replicas) {
@@ -71,31 +71,21 @@ func (s *Store) runDecision(ctx context.Context, script *redis.Script, keys []st
 
 // primaryFor is the client of the primary that holds key.
 func (s *Store) primaryFor(ctx context.Context, key string) (*redis.Client, error) {
-	switch c := s.rdb.(type) {
-	case *redis.ClusterClient:
-		p, err := c.MasterForKey(ctx, key)
-		if err != nil {
-			return nil, unavailable(fmt.Errorf("find the primary of %s: %w", key, err))
-		}
-		return p, nil
-	case *redis.Client:
-		return c, nil
+	p, err := primaryOf(ctx, s.rdb, key)
+	if err != nil {
+		return nil, unavailable(err)
 	}
-	return nil, fmt.Errorf("waiting for replicas needs a single Redis or a Redis Cluster client, not %T", s.rdb)
+	return p, nil
 }
 
 // reloadSlots has a cluster client read the slot map again after err, which
 // may mean its primary moved (a failover): the batch went to the node
 // itself, past the client's own redirect handling, so nothing else would.
-func (s *Store) reloadSlots(ctx context.Context, err error) {
-	c, ok := s.rdb.(*redis.ClusterClient)
-	if !ok {
-		return
-	}
+func (s *Store) reloadSlots(err error) {
 	var rerr redis.Error
 	if errors.As(err, &rerr) && !redis.HasErrorPrefix(err, "MOVED") && !redis.HasErrorPrefix(err, "CLUSTERDOWN") &&
 		!redis.HasErrorPrefix(err, "READONLY") {
 		return // the node answered: the script failed, the slot map is right
 	}
-	c.ReloadState(ctx)
+	reloadSlots(s.rdb)
 }

@@ -69,7 +69,7 @@ func TestBatchPublishesState(t *testing.T) {
 	rdb := pgtest.Redis(t)
 	rs := redisstore.New(rdb)
 	a := scratch(t, rs)
-	sub := rdb.Subscribe(ctx, redisstore.Channel(a.ID))
+	sub := rdb.SSubscribe(ctx, redisstore.Channel(a.ID))
 	defer sub.Close()
 	if _, err := sub.Receive(ctx); err != nil {
 		t.Fatal(err)

@@ -18,8 +18,26 @@ import (
 //
 // The Go encoder below and bid_batch.lua write it; Update decodes it.
 
-// Channel is the pub/sub channel of auction id's state updates.
-func Channel(id int64) string { return "auction:" + strconv.FormatInt(id, 10) }
+// Channel is the sharded pub/sub channel (SPUBLISH, SSUBSCRIBE) of auction
+// id's state updates. It carries the auction's hash tag: on a Redis Cluster
+// it lives on the primary that holds the auction's keys, so the scripts that
+// change the state may publish it, and only that primary's subscribers hear
+// it (a plain PUBLISH goes to every node of the cluster).
+func Channel(id int64) string { return "auction:{" + strconv.FormatInt(id, 10) + "}:updates" }
+
+// auctionOfChannel is Channel's inverse.
+func auctionOfChannel(channel string) (int64, bool) {
+	rest, ok := strings.CutPrefix(channel, "auction:{")
+	if !ok {
+		return 0, false
+	}
+	digits, ok := strings.CutSuffix(rest, "}:updates")
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(digits, 10, 64)
+	return id, err == nil && id > 0
+}
 
 // Update is one state update.
 type Update struct {
@@ -97,11 +115,11 @@ func (u Update) StateUpdate() bidgate.StateUpdate {
 func (s *Store) Publish(ctx context.Context, updates ...Update) error {
 	if len(updates) == 1 {
 		u := updates[0]
-		return s.rdb.Publish(ctx, Channel(u.AuctionID), u.encode()).Err()
+		return s.rdb.SPublish(ctx, Channel(u.AuctionID), u.encode()).Err()
 	}
 	pipe := s.rdb.Pipeline()
 	for _, u := range updates {
-		pipe.Publish(ctx, Channel(u.AuctionID), u.encode())
+		pipe.SPublish(ctx, Channel(u.AuctionID), u.encode())
 	}
 	_, err := pipe.Exec(ctx)
 	return err

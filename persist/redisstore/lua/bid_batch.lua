@@ -167,7 +167,7 @@ if changed then
   redis.call('HSET', KEYS[1], 'price', int(price), 'leader', leader, 'end_us', int(end_us), 'seq', int(seq),
     'lmax', int(lmax))
   redis.call('HSET', KEYS[2], unpack(newreqs))
-  redis.call('PUBLISH', ARGV[1], 'u1|' .. ARGV[2] .. '|' .. int(price) .. '|' .. leader .. '|' .. int(end_us) ..
+  redis.call('SPUBLISH', ARGV[1], 'u1|' .. ARGV[2] .. '|' .. int(price) .. '|' .. leader .. '|' .. int(end_us) ..
     '|' .. status .. '|' .. int(seq) .. '|' .. int(now))
 end
 out[1] = {price, inc, end_us, status, seq, leader or '', seller or ''}

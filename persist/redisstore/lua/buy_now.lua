@@ -44,6 +44,6 @@ redis.call('HSET', KEYS[1], 'price', int(price), 'leader', buyer, 'lmax', int(pr
   'seq', '1', 'status', 'CLOSED')
 redis.call('HSET', KEYS[2], id, '1|' .. int(now) .. '|' .. int(now) .. '|' .. buyer .. '|' .. int(price) ..
   '|buy_now|0|1|' .. int(price))
-redis.call('PUBLISH', ARGV[1], 'u1|' .. ARGV[2] .. '|' .. int(price) .. '|' .. buyer .. '|' .. int(now) ..
+redis.call('SPUBLISH', ARGV[1], 'u1|' .. ARGV[2] .. '|' .. int(price) .. '|' .. buyer .. '|' .. int(now) ..
   '|CLOSED|1|' .. int(now))
 return {1, 1, now, now, price, 1, price}
