@@ -58,7 +58,7 @@ fuzz:
 	go test -run '^$$' -fuzz '^FuzzBidRequest$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_BODY)) ./gateway/
 	go test -run '^$$' -fuzz '^FuzzAuctionRequest$$' -fuzztime $(or $(FUZZTIME),$(FUZZ_BODY)) ./gateway/
 
-## chaos: the fault harness (own PostgreSQL, Redis, broker and 3 node processes on loopback): six faults under a flash sale, audited; CHAOS_SCENARIOS=node-kill picks one
+## chaos: the fault harness (own PostgreSQL, Redis or Redis Cluster, broker and 3 node processes on loopback): eight faults under a flash sale, audited; CHAOS_SCENARIOS=node-kill picks one
 chaos:
 	go test -tags chaos -count=1 -v -timeout 20m ./chaos/
 

@@ -45,6 +45,7 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(tmp)
 	bin = filepath.Join(tmp, "bidgate")
+	clusterScript = filepath.Join(root, "scripts", "redis-cluster.sh")
 	started := time.Now()
 	if err := runOnce(context.Background(), filepath.Join(tmp, "build.log"), nil, root, os.Environ(),
 		"go", "build", "-o", bin, "./cmd/bidgate"); err != nil {
@@ -126,7 +127,7 @@ func runScenario(t *testing.T, sc scenario) {
 		fmt.Printf("[%s %s] %s\n", time.Now().Format("15:04:05"), sc.name, fmt.Sprintf(format, args...))
 	}
 	started := time.Now()
-	s, err := newStack(ctx, bin, 3, logf)
+	s, err := newStack(ctx, bin, 3, sc.redis, logf)
 	if err != nil {
 		t.Fatalf("start the stack: %v", err)
 	}
@@ -150,6 +151,9 @@ func runScenario(t *testing.T, sc scenario) {
 	logf("%s: %d 201s, missing %s, duplicates %s, wrong winners %s, degraded %ds, errors: %s", sc.name, r.created,
 		count(r.missing), count(r.duplicates), count(r.wrongWinners), r.degraded, r.errors)
 	logf("timeline: %s", r.timeline)
+	for _, what := range r.reported {
+		logf("REPORTED: %s", what)
+	}
 	if r.pass {
 		return
 	}

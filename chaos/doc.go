@@ -17,10 +17,12 @@
 // should be alive is.
 //
 // The scenarios: broker-kill, broker-outage-60s, node-kill, redis-kill,
-// postgres-stop, rolling-restart (see scenarios.go). The tests are behind
-// the build tag chaos:
+// postgres-stop, rolling-restart, and on a Redis Cluster (started by
+// scripts/redis-cluster.sh on ports 7500-7505) redis-failover and
+// redis-failover-nowait (see scenarios.go). The tests are behind the build
+// tag chaos:
 //
-//	make chaos                                              # all six, about 8 minutes
+//	make chaos                                              # all eight, about 8 minutes
 //	go test -tags chaos -count=1 -v -run 'TestChaos/node-kill$' ./chaos/
 //	CHAOS_SCENARIOS=broker-kill,redis-kill go test -tags chaos -count=1 -v ./chaos/
 //

@@ -32,6 +32,9 @@ func (s *stack) nodeArgs(n *node, seeds []string) []string {
 	if len(seeds) > 0 {
 		args = append(args, "--seeds", strings.Join(seeds, ","))
 	}
+	if s.waitReplicas > 0 {
+		args = append(args, "--redis-wait-replicas", strconv.Itoa(s.waitReplicas))
+	}
 	return args
 }
 

@@ -22,7 +22,14 @@ type scenario struct {
 	// start to the end of the load (Kafka trouble must not fail
 	// readiness).
 	readyzHolds bool
-	inject      func(ctx context.Context, s *stack, tl *timeline) error
+	// redis is the Redis the stack runs on (zero: one server).
+	redis redisSetup
+	// lossReported: acknowledged bids the fault loses are counted and
+	// reported, not failed on. Without --redis-wait-replicas a Redis
+	// failover may lose what the old primary acknowledged and had not sent
+	// to its replica; the scenario tells how many.
+	lossReported bool
+	inject       func(ctx context.Context, s *stack, tl *timeline) error
 }
 
 // scenarios are run in this order by TestChaos.
@@ -33,6 +40,10 @@ var scenarios = []scenario{
 	{name: "redis-kill", load: 30 * time.Second, at: 10 * time.Second, inject: redisKill},
 	{name: "postgres-stop", load: 35 * time.Second, at: 8 * time.Second, inject: postgresStop(10 * time.Second)},
 	{name: "rolling-restart", load: 40 * time.Second, at: 5 * time.Second, inject: rollingRestart},
+	{name: "redis-failover", load: 30 * time.Second, at: 10 * time.Second,
+		redis: redisSetup{cluster: true, waitReplicas: 1}, inject: redisFailover},
+	{name: "redis-failover-nowait", load: 30 * time.Second, at: 10 * time.Second,
+		redis: redisSetup{cluster: true}, lossReported: true, inject: redisFailover},
 }
 
 // hold keeps a fault in place for d: a deliberate timer, not a wait for

@@ -26,7 +26,8 @@ const (
 )
 
 // stack is one scenario's system, all in one temporary directory: its own
-// PostgreSQL, Redis and Kafka-protocol broker, and three bidgate nodes.
+// PostgreSQL, Redis (one server, or a cluster) and Kafka-protocol broker,
+// and three bidgate nodes.
 type stack struct {
 	dir  string
 	bin  string // the bidgate binary
@@ -39,12 +40,14 @@ type stack struct {
 	devKey string
 	key    *auth.SigningKey
 
-	pg         *postgres
-	redis      *proc
-	redisPort  int
-	broker     *proc
-	brokerPort int
-	nodes      []*node
+	pg           *postgres
+	redis        *proc // nil on a Redis Cluster
+	redisPort    int
+	redisCluster *redisCluster // nil on one Redis
+	waitReplicas int           // the nodes' --redis-wait-replicas
+	broker       *proc
+	brokerPort   int
+	nodes        []*node
 
 	mu     sync.Mutex
 	deaths []death
@@ -74,10 +77,20 @@ const (
 	brokerReadyLine = "listening"
 )
 
+// redisSetup is the Redis a scenario runs on.
+type redisSetup struct {
+	// cluster: a Redis Cluster of 3 primaries and 3 replicas
+	// (scripts/redis-cluster.sh) instead of one server with an
+	// append-only file.
+	cluster bool
+	// waitReplicas is the nodes' --redis-wait-replicas.
+	waitReplicas int
+}
+
 // newStack creates the dev key the nodes trust, starts PostgreSQL, Redis,
 // the broker and three nodes, each waited for, and migrates the database
 // first.
-func newStack(ctx context.Context, bin string, nodes int, logf func(string, ...any)) (s *stack, err error) {
+func newStack(ctx context.Context, bin string, nodes int, rs redisSetup, logf func(string, ...any)) (s *stack, err error) {
 	dir, err := os.MkdirTemp("", "bidgate-chaos-")
 	if err != nil {
 		return nil, fmt.Errorf("stack directory: %w", err)
@@ -86,7 +99,7 @@ func newStack(ctx context.Context, bin string, nodes int, logf func(string, ...a
 	if err := os.Chmod(dir, 0o711); err != nil {
 		return nil, fmt.Errorf("stack directory: %w", err)
 	}
-	s = &stack{dir: dir, bin: bin, logf: logf, secret: randomHex(32), gossipKey: randomHex(32)}
+	s = &stack{dir: dir, bin: bin, logf: logf, secret: randomHex(32), gossipKey: randomHex(32), waitReplicas: rs.waitReplicas}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, s.close(context.WithoutCancel(ctx), false))
@@ -115,7 +128,11 @@ func newStack(ctx context.Context, bin string, nodes int, logf func(string, ...a
 	if err := s.pg.createDB(ctx, "bidgate"); err != nil {
 		return s, err
 	}
-	if err := s.startRedis(ctx, p); err != nil {
+	if rs.cluster {
+		if s.redisCluster, err = startRedisCluster(ctx, clusterScript, filepath.Join(dir, "redis-cluster")); err != nil {
+			return s, err
+		}
+	} else if err := s.startRedis(ctx, p); err != nil {
 		return s, err
 	}
 	if err := s.startBroker(ctx, p); err != nil {
@@ -152,7 +169,13 @@ func (s *stack) logPath(name string) string { return filepath.Join(s.dir, name+"
 
 func (s *stack) postgresURL() string { return s.pg.url("bidgate") }
 
-func (s *stack) redisAddr() string { return loopback(s.redisPort) }
+// redisAddr is the nodes' --redis-addrs: several addresses mean a cluster.
+func (s *stack) redisAddr() string {
+	if s.redisCluster != nil {
+		return strings.Join(s.redisCluster.addrs, ",")
+	}
+	return loopback(s.redisPort)
+}
 
 func (s *stack) brokerAddr() string { return loopback(s.brokerPort) }
 
@@ -287,6 +310,9 @@ func (s *stack) close(ctx context.Context, keep bool) error {
 		if p != nil && p.alive() {
 			errs = append(errs, p.kill(ctx))
 		}
+	}
+	if s.redisCluster != nil {
+		errs = append(errs, s.redisCluster.stop(ctx))
 	}
 	if s.pg != nil {
 		if err := s.pg.stop(ctx, "immediate"); err != nil {

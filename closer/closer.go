@@ -42,6 +42,10 @@ type Config struct {
 	// from PostgreSQL (CLOSED, with the request ids of its bids), so Redis
 	// does not grow with every auction ever run.
 	KeepClosed time.Duration
+	// Replication, when it asks for replicas (--redis-wait-replicas),
+	// makes the closer hand on only log entries the replicas hold: an entry
+	// whose batch was never acknowledged is gone after a failover.
+	Replication redisstore.Replication
 }
 
 func (c *Config) setDefaults() {
@@ -79,7 +83,7 @@ type Closer struct {
 // (nil: unregistered). Closers sharing reg share their metrics.
 func New(db *pgxpool.Pool, rdb redis.UniversalClient, cfg Config, reg prometheus.Registerer) *Closer {
 	cfg.setDefaults()
-	return &Closer{db: db, rdb: redisstore.New(rdb), cfg: cfg, metrics: newMetrics(reg),
+	return &Closer{db: db, rdb: redisstore.NewReplicated(rdb, cfg.Replication), cfg: cfg, metrics: newMetrics(reg),
 		unsettled: retry.Streak{Task: "settle hot auctions whose bids are not all in PostgreSQL", Log: cfg.Log}}
 }
 

@@ -138,6 +138,9 @@ func (c *Closer) persistAll(ctx context.Context, tx pgx.Tx, a pgstore.DueHot, n 
 	if err != nil {
 		return false, err
 	}
+	if err := c.rdb.WaitReplicated(ctx, a.ID); err != nil {
+		return false, err
+	}
 	positions, inserted, err := pgstore.WriteHotBids(ctx, tx, bids)
 	if err != nil {
 		return false, fmt.Errorf("persist the bids of auction %d: %w", a.ID, err)

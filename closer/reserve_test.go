@@ -2,7 +2,8 @@ package closer
 
 import (
 	"context"
-	"strings"
+	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -68,8 +69,14 @@ func TestReserveAtClose(t *testing.T) {
 					t.Fatalf("event %s; want reserveMet %v, winner %v, price %s", events[0].payload, tc.met, fmtLeader(tc.winner), tc.price)
 				}
 				// The reserve (180) shows only as the price that met it.
-				if got := string(events[0].payload); strings.Contains(got, "reservePrice") || !tc.met && strings.Contains(got, "180") {
-					t.Fatalf("the event shows the reserve: %s", got)
+				var fields map[string]any
+				if err := json.Unmarshal(events[0].payload, &fields); err != nil {
+					t.Fatal(err)
+				}
+				for k, v := range fields {
+					if s := fmt.Sprint(v); k == "reservePrice" || !tc.met && (s == "180" || s == "180.00") {
+						t.Fatalf("the event shows the reserve: %s", events[0].payload)
+					}
 				}
 			})
 		}

@@ -54,7 +54,7 @@ func TestViewersFollowAFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cluster.Kill(doomed); err != nil {
+	if err := pgtest.KillRedis(doomed); err != nil {
 		t.Fatal(err)
 	}
 	cluster.AwaitPromotion(t, rdb, doomed.Options().Addr, redisstore.Channel(auctions[0].ID))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -213,6 +214,18 @@ type response struct {
 	header http.Header
 	body   map[string]any // a JSON answer's object
 	raw    string
+}
+
+// shows reports whether one of the answer's fields holds amount (as "1500"
+// or "1500.00"), so that a hidden amount is looked for in the values, not
+// in timestamps and ids that happen to contain its digits.
+func (r response) shows(amount string) bool {
+	for _, v := range r.body {
+		if s := fmt.Sprint(v); s == amount || s == amount+".00" {
+			return true
+		}
+	}
+	return false
 }
 
 // do sends a request; body is sent as is when it is a string, else as JSON.

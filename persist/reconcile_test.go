@@ -3,6 +3,7 @@ package persist_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/shopspring/decimal"
 
@@ -237,4 +239,43 @@ func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// TestLogReadersWaitForReplicas: with --redis-wait-replicas the relay and
+// the reconciler hand on only log entries a replica holds. On the single
+// test Redis, which has none, they hand on nothing and report the Redis
+// outage; on a Redis Cluster (make test-cluster) the replicas hold the
+// entries and both go through.
+func TestLogReadersWaitForReplicas(t *testing.T) {
+	p := newPipeline(t)
+	_, cluster := p.rdb.(*redis.ClusterClient)
+	a := p.hotAuction()
+	accepted := p.bid(a.ID, 50, 100)
+	wait := redisstore.Replication{Replicas: 1, Timeout: 100 * time.Millisecond}
+
+	relay := p.relay(persist.RelayConfig{Replication: wait})
+	n, err := relay.RelayOnce(context.Background())
+	switch {
+	case cluster && (err != nil || n != len(accepted)):
+		t.Fatalf("relay on a cluster: %d of %d bids, %v", n, len(accepted), err)
+	case !cluster && (n != 0 || !errors.Is(err, redisstore.ErrNotReplicated) || !errors.Is(err, bidgate.ErrUnavailable)):
+		t.Fatalf("relay without a replica: %d bids, %v; want none and ErrNotReplicated", n, err)
+	}
+
+	r := persist.NewReconciler(p.db, p.rdb, persist.ReconcilerConfig{RepairAfter: time.Nanosecond, Replication: wait},
+		prometheus.NewRegistry())
+	res, err := r.ReconcileOnce(context.Background())
+	switch {
+	case cluster && (err != nil || res.Repaired != int64(len(accepted))):
+		t.Fatalf("reconciler on a cluster: %+v, %v", res, err)
+	case !cluster && (res.Repaired != 0 || !errors.Is(err, redisstore.ErrNotReplicated)):
+		t.Fatalf("reconciler without a replica: %+v, %v; want nothing repaired and ErrNotReplicated", res, err)
+	}
+	var rows int
+	if err := p.db.QueryRow(context.Background(), `SELECT count(*) FROM bid WHERE auction_id = $1`, a.ID).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[bool]int{true: len(accepted), false: 0}[cluster]; rows != want {
+		t.Fatalf("%d bids in PostgreSQL, want %d", rows, want)
+	}
 }

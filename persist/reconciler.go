@@ -28,6 +28,10 @@ type ReconcilerConfig struct {
 	RepairAfter time.Duration
 	Batch       int           // log entries read per auction per step; default 1000
 	Linger      time.Duration // how long after closing an auction is still checked; default 1h
+	// Replication, when it asks for replicas (--redis-wait-replicas),
+	// makes the reconciler hand on only log entries the replicas hold: an entry
+	// whose batch was never acknowledged is gone after a failover.
+	Replication redisstore.Replication
 	Log         *slog.Logger
 }
 
@@ -67,7 +71,7 @@ func NewReconciler(db *pgxpool.Pool, rdb redis.UniversalClient, cfg ReconcilerCo
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Reconciler{db: db, store: &pgstore.Store{DB: db}, rdb: redisstore.New(rdb), cfg: cfg, metrics: newReconcilerMetrics(reg)}
+	return &Reconciler{db: db, store: &pgstore.Store{DB: db}, rdb: redisstore.NewReplicated(rdb, cfg.Replication), cfg: cfg, metrics: newReconcilerMetrics(reg)}
 }
 
 // Run reconciles until ctx ends, then returns nil; failures back off and
@@ -208,6 +212,9 @@ func (r *Reconciler) repair(ctx context.Context, due []*logHead) (int64, error) 
 		}
 		logs, err := r.rdb.ReadLogs(ctx, ranges, r.cfg.Batch)
 		if err != nil {
+			return repaired, err
+		}
+		if err := r.rdb.WaitReplicated(ctx, withEntries(ranges, logs)...); err != nil {
 			return repaired, err
 		}
 		var bids []bidgate.BidAccepted

@@ -48,7 +48,11 @@ type RelayConfig struct {
 	// Secret signs every message (the cluster secret): persisters drop what
 	// they cannot verify. Empty signs nothing (an insecure cluster).
 	Secret []byte
-	Log    *slog.Logger
+	// Replication, when it asks for replicas (--redis-wait-replicas),
+	// makes the relay hand on only log entries the replicas hold: an entry
+	// whose batch was never acknowledged is gone after a failover.
+	Replication redisstore.Replication
+	Log         *slog.Logger
 }
 
 // Relay produces the bids accepted on the hot path to Kafka. Each auction's
@@ -107,7 +111,7 @@ func NewRelay(db pgstore.Querier, rdb redis.UniversalClient, w Writer, cfg Relay
 	if cfg.Refresh <= 0 {
 		cfg.Refresh = time.Second
 	}
-	return &Relay{db: &pgstore.Store{DB: db}, rdb: redisstore.New(rdb), w: w, cfg: cfg, metrics: newRelayMetrics(reg),
+	return &Relay{db: &pgstore.Store{DB: db}, rdb: redisstore.NewReplicated(rdb, cfg.Replication), w: w, cfg: cfg, metrics: newRelayMetrics(reg),
 		wake: make(chan struct{}, 1), stalled: make(map[int64]stall), hot: make(map[int64]bool)}
 }
 
@@ -179,6 +183,9 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 	}
 	logs, err := r.rdb.ReadLogs(ctx, ranges, r.cfg.Batch)
 	if err != nil {
+		return 0, err
+	}
+	if err := r.rdb.WaitReplicated(ctx, withEntries(ranges, logs)...); err != nil {
 		return 0, err
 	}
 	var msgs []kafka.Message
@@ -312,6 +319,17 @@ func (r *Relay) stalledTooLong(v *logView) bool {
 	}
 	r.stalled[v.id] = stall{pos: v.Persisted, since: now}
 	return true
+}
+
+// withEntries lists the auctions of ranges whose logs gave entries.
+func withEntries(ranges []redisstore.LogRange, logs [][]bidgate.BidAccepted) []int64 {
+	var ids []int64
+	for i, r := range ranges {
+		if len(logs[i]) > 0 {
+			ids = append(ids, r.AuctionID)
+		}
+	}
+	return ids
 }
 
 // bidMessage is a signed bid-accepted message keyed by auction id.

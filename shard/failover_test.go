@@ -18,13 +18,15 @@ import (
 	"bidgate/persist/redisstore"
 )
 
-// TestFailoverKeepsAcknowledgedBids kills the primary that holds a hot
-// auction with SIGKILL in the middle of a bid storm, lets the Redis Cluster
-// promote its replica and keeps bidding. With --redis-wait-replicas 1 every
-// acknowledged bid is in the new primary's log; without, the test reports
-// how many were lost (Redis replicates asynchronously). Each run starts a
-// cluster of its own (scripts/redis-cluster.sh): it runs under make
-// test-cluster.
+// TestFailoverKeepsAcknowledgedBids cuts the replica of the primary that
+// holds a hot auction off in the middle of a bid storm (as a partition
+// would), kills the primary with SIGKILL 64 bid attempts later, lets the
+// Redis Cluster promote the replica and keeps bidding. With
+// --redis-wait-replicas 1 every acknowledged bid is in the new primary's
+// log; without, the test reports how many were lost (Redis replicates
+// asynchronously: what the old primary acknowledged alone is gone). Each
+// run starts a cluster of its own (scripts/redis-cluster.sh): it runs under
+// make test-cluster.
 func TestFailoverKeepsAcknowledgedBids(t *testing.T) {
 	if os.Getenv("BIDGATE_TEST_REDIS_CLUSTER") == "" {
 		t.Skip("a Redis Cluster test: make test-cluster")
@@ -47,7 +49,7 @@ func failover(t *testing.T, wait, port int) (acked, lost int) {
 	rdb := cluster.Client(t)
 	db, _ := pgtest.New(t, 8)
 	s := New(db, rdb, Config{RateLimit: -1, PromoteRate: -1,
-		Replication: redisstore.Replication{Replicas: wait, Timeout: time.Second}}, prometheus.NewRegistry())
+		Replication: redisstore.Replication{Replicas: wait, Timeout: 200 * time.Millisecond}}, prometheus.NewRegistry())
 	a := newHotAuction(t, s, "1000", "1", time.Hour, 0, time.Second)
 	primary, err := rdb.MasterForKey(ctx, redisstore.KeysOf(a.ID).State)
 	if err != nil {
@@ -55,12 +57,46 @@ func failover(t *testing.T, wait, port int) (acked, lost int) {
 	}
 
 	var (
-		mu      sync.Mutex
-		ackedBy = map[uuid.UUID]int64{} // request id -> seq
-		next    atomic.Int64
-		killed  atomic.Bool
-		wg      sync.WaitGroup
+		mu       sync.Mutex
+		ackedBy  = map[uuid.UUID]int64{} // request id -> seq
+		next     atomic.Int64
+		attempts int // bids answered, whatever the answer; guarded by mu
+		cutAt    int // attempts when the replica was cut off; 0: not yet
+		resume   func() error
+		killed   bool
+		wg       sync.WaitGroup
 	)
+	// fault moves the storm on: after 500 acknowledged bids the replica is
+	// cut off, 64 attempts later the primary dies and the replica resumes.
+	// mu is held.
+	fault := func() {
+		switch {
+		case cutAt == 0 && len(ackedBy) >= 500:
+			var err error
+			if resume, err = pgtest.IsolateReplica(primary); err != nil {
+				t.Errorf("cut the replica off: %v", err)
+				return
+			}
+			cutAt = attempts
+		case cutAt > 0 && !killed && attempts >= cutAt+64:
+			killed = true
+			if err := pgtest.KillRedis(primary); err != nil {
+				t.Errorf("kill the primary: %v", err)
+			}
+			if err := resume(); err != nil {
+				t.Errorf("resume the replica: %v", err)
+			}
+			wg.Go(func() {
+				// Once the replica is promoted, the killed node rejoins
+				// as its replica, so that WAIT 1 can be met again.
+				addr := primary.Options().Addr
+				cluster.AwaitPromotion(t, rdb, addr, redisstore.KeysOf(a.ID).State)
+				if err := cluster.Restart(addr); err != nil {
+					t.Errorf("restart %s: %v", addr, err)
+				}
+			})
+		}
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for g := range 8 {
 		wg.Go(func() {
@@ -76,29 +112,17 @@ func failover(t *testing.T, wait, port int) (acked, lost int) {
 				c, cancel := context.WithTimeout(ctx, 2*time.Second) // as --request-timeout does
 				res, err := s.PlaceBid(c, r)
 				cancel()
-				switch {
-				case err == nil && !res.Replayed:
-					mu.Lock()
+				mu.Lock()
+				attempts++
+				if err == nil && !res.Replayed {
 					ackedBy[r.RequestID] = res.Bid.Seq
-					if len(ackedBy) == 500 && killed.CompareAndSwap(false, true) {
-						if err := cluster.Kill(primary); err != nil {
-							t.Errorf("kill the primary: %v", err)
-						}
-						wg.Go(func() {
-							// Once a replica is promoted, the killed node
-							// rejoins as its replica, so that WAIT 1 can be
-							// met again.
-							killed := primary.Options().Addr
-							cluster.AwaitPromotion(t, rdb, killed, redisstore.KeysOf(a.ID).State)
-							if err := cluster.Restart(killed); err != nil {
-								t.Errorf("restart %s: %v", killed, err)
-							}
-						})
-					}
-					mu.Unlock()
+				}
+				fault()
+				mu.Unlock()
+				switch {
 				case err == nil, errors.Is(err, bidgate.ErrBidTooLow), errors.Is(err, bidgate.ErrUnavailable),
 					errors.Is(err, context.DeadlineExceeded):
-					// refused, or the cluster is failing over: nothing acknowledged
+					// acknowledged; or refused, or the cluster is failing over
 				default:
 					t.Errorf("bid: %v", err)
 					return
@@ -107,8 +131,11 @@ func failover(t *testing.T, wait, port int) (acked, lost int) {
 		})
 	}
 	wg.Wait()
-	if !killed.Load() || len(ackedBy) < 1000 {
-		t.Fatalf("killed %v, %d bids acknowledged: the storm did not outlive the failover", killed.Load(), len(ackedBy))
+	if resume != nil {
+		_ = resume() // the replica must not stay frozen if the test failed early
+	}
+	if !killed || len(ackedBy) < 1000 {
+		t.Fatalf("killed %v, %d bids acknowledged: the storm did not outlive the failover", killed, len(ackedBy))
 	}
 	log, err := redisstore.NewReplicated(rdb, redisstore.Replication{}).ReadLog(context.Background(), a.ID, 0)
 	if err != nil {

@@ -168,14 +168,14 @@ func serve(ctx context.Context, cfg config) error {
 	if cfg.Roles[rolePersister] {
 		p := n.persister()
 		g.Go(func() error { return p.Run(work) })
-		rec := persist.NewReconciler(n.db, n.rdb, persist.ReconcilerConfig{Log: log}, n.reg)
+		rec := persist.NewReconciler(n.db, n.rdb, persist.ReconcilerConfig{Replication: cfg.Shard.Replication, Log: log}, n.reg)
 		g.Go(func() error { return rec.Run(work) })
 	}
 	if cfg.Roles.needKafka() && cfg.Kafka != "" {
 		g.Go(func() error { n.createTopics(work); return nil })
 	}
 	if cfg.Roles[roleCloser] {
-		c := closer.New(n.db, n.rdb, closer.Config{Log: log}, n.reg)
+		c := closer.New(n.db, n.rdb, closer.Config{Replication: cfg.Shard.Replication, Log: log}, n.reg)
 		g.Go(func() error { return c.Run(work) })
 	}
 
@@ -315,7 +315,7 @@ func (n *node) createTopics(ctx context.Context) {
 func (n *node) bidRelay(members *ring.Ring) *persist.Relay {
 	w := kafka.NewWriter(n.brokers, kafka.TopicBidAccepted, n.kafkaSec)
 	n.cleanup = append(n.cleanup, func() { w.Close() })
-	cfg := persist.RelayConfig{Secret: []byte(n.cfg.ClusterSecret), Log: n.log}
+	cfg := persist.RelayConfig{Secret: []byte(n.cfg.ClusterSecret), Replication: n.cfg.Shard.Replication, Log: n.log}
 	if n.cfg.Roles[roleShard] {
 		cfg.Owns = func(id int64) bool {
 			owner, ok := members.Owner(id)

@@ -3,6 +3,8 @@ package pgtest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,22 +57,77 @@ func (c *RedisCluster) Client(tb testing.TB) *redis.ClusterClient {
 	return rdb
 }
 
-// Kill kills the redis-server behind node with SIGKILL.
-func (c *RedisCluster) Kill(node *redis.Client) error {
-	info, err := node.Info(context.Background(), "server").Result()
+// KillRedis kills the redis-server behind node with SIGKILL.
+func KillRedis(node *redis.Client) error {
+	pid, err := RedisPID(node)
 	if err != nil {
 		return err
 	}
+	return syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// RedisPID is the process id of the redis-server behind node.
+func RedisPID(node *redis.Client) (int, error) {
+	info, err := node.Info(context.Background(), "server").Result()
+	if err != nil {
+		return 0, fmt.Errorf("INFO server of %s: %w", node.Options().Addr, err)
+	}
 	for line := range strings.Lines(info) {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
-			pid, err := strconv.Atoi(v)
-			if err != nil {
-				return err
-			}
-			return syscall.Kill(pid, syscall.SIGKILL)
+			return strconv.Atoi(v)
 		}
 	}
-	return errors.New("INFO server has no process_id")
+	return 0, fmt.Errorf("INFO server of %s has no process_id", node.Options().Addr)
+}
+
+// IsolateReplica cuts primary's replica off, as a partition would: it
+// freezes the replica (SIGSTOP) and kills its replication link, so that what
+// primary writes from then on exists on primary alone. resume lets the
+// replica go on (SIGCONT); it finds its link gone.
+func IsolateReplica(primary *redis.Client) (resume func() error, err error) {
+	replica, err := replicaOf(primary)
+	if err != nil {
+		return nil, err
+	}
+	defer replica.Close()
+	pid, err := RedisPID(replica)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return nil, fmt.Errorf("freeze replica %s: %w", replica.Options().Addr, err)
+	}
+	resume = func() error { return syscall.Kill(pid, syscall.SIGCONT) }
+	if err := primary.ClientKillByFilter(context.Background(), "TYPE", "replica").Err(); err != nil {
+		return nil, errors.Join(fmt.Errorf("cut replica %s off: %w", replica.Options().Addr, err), resume())
+	}
+	return resume, nil
+}
+
+// replicaOf is a client of primary's first replica.
+func replicaOf(primary *redis.Client) (*redis.Client, error) {
+	info, err := primary.Info(context.Background(), "replication").Result()
+	if err != nil {
+		return nil, fmt.Errorf("INFO replication of %s: %w", primary.Options().Addr, err)
+	}
+	for line := range strings.Lines(info) {
+		// slave0:ip=127.0.0.1,port=7503,state=online,offset=...,lag=0
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "slave0:")
+		if !ok {
+			continue
+		}
+		var ip, port string
+		for _, kv := range strings.Split(rest, ",") {
+			switch k, v, _ := strings.Cut(kv, "="); k {
+			case "ip":
+				ip = v
+			case "port":
+				port = v
+			}
+		}
+		return redis.NewClient(&redis.Options{Addr: net.JoinHostPort(ip, port)}), nil
+	}
+	return nil, fmt.Errorf("primary %s has no replica", primary.Options().Addr)
 }
 
 // AwaitPromotion waits until the cluster has promoted a primary other than

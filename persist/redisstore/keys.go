@@ -13,6 +13,10 @@
 //	Log       stream of accepted bids: seq, bidder, amount (cents), req, at_us, end_us
 //	Relayed   string: id of the last log entry produced to Kafka
 //	Persisted string: every bid up to this seq is in PostgreSQL
+//	Fence     string, expiring: written before a WAIT that proves the log's
+//	          earlier entries replicated (WaitReplicated)
+//
+// and its state updates go out on the sharded channel auction:{id}:updates.
 //
 // Amounts are integer cents and times Unix microseconds of Redis TIME.
 package redisstore

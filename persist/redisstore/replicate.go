@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,10 +26,62 @@ type Replication struct {
 // bidgate.ErrUnavailable; a retry with the same key tells what was kept.
 var ErrNotReplicated = errors.New("not acknowledged by enough Redis replicas")
 
-// NewReplicated returns a Store on rdb whose bid decisions wait for r.
+// NewReplicated returns a Store on rdb whose bid decisions wait for r, and
+// whose WaitReplicated waits for r too.
 func NewReplicated(rdb redis.UniversalClient, r Replication) *Store {
 	return &Store{rdb: rdb, replication: r}
 }
+
+// WaitReplicated returns once every write Redis made to the auctions' keys
+// before the call is on the replicas the Store's Replication asks for (at
+// once without one). The readers of a log (relay, reconciler, closer) call
+// it between reading entries and writing them on: an entry whose batch's
+// WAIT failed was never acknowledged and would be gone after a failover, so
+// handing it to PostgreSQL would give its seq to two bids. It fails with
+// ErrNotReplicated, as unavailable, when the replicas do not acknowledge
+// within the Timeout.
+//
+// WAIT counts the writes of its own connection, and replication is one
+// ordered stream per primary: a small write to a fence key of each primary
+// (auction:{id}:fence, expiring), followed on the same connection by WAIT,
+// covers everything the primary wrote before it.
+func (s *Store) WaitReplicated(ctx context.Context, ids ...int64) error {
+	if s.replication.Replicas <= 0 || len(ids) == 0 {
+		return nil
+	}
+	fences := map[string]int64{} // a primary's address -> one of its auctions
+	primaries := map[string]*redis.Client{}
+	for _, id := range ids {
+		p, err := s.primaryFor(ctx, KeysOf(id).Log)
+		if err != nil {
+			return err
+		}
+		addr := p.Options().Addr
+		if _, ok := fences[addr]; !ok {
+			fences[addr], primaries[addr] = id, p
+		}
+	}
+	for addr, id := range fences {
+		pipe := primaries[addr].Pipeline()
+		pipe.Set(ctx, fenceKey(id), 1, fenceTTL)
+		acked := pipe.Do(ctx, "WAIT", s.replication.Replicas, s.replication.Timeout.Milliseconds())
+		if _, err := pipe.Exec(ctx); err != nil {
+			s.reloadSlots(err)
+			return unavailable(fmt.Errorf("wait for the replicas of %s: %w", addr, err))
+		}
+		if n, _ := acked.Int64(); n < int64(s.replication.Replicas) {
+			return unavailable(fmt.Errorf("the writes on %s: %w: %d of %d within %v", addr, ErrNotReplicated, n,
+				s.replication.Replicas, s.replication.Timeout))
+		}
+	}
+	return nil
+}
+
+// fenceTTL keeps fence keys from piling up; any value outlives one wait.
+const fenceTTL = time.Minute
+
+// fenceKey is auction id's fence key, on its primary.
+func fenceKey(id int64) string { return "auction:{" + strconv.FormatInt(id, 10) + "}:fence" }
 
 // runDecision runs a script that decides bids, and then WAIT when asked.
 func (s *Store) runDecision(ctx context.Context, script *redis.Script, keys []string, args ...any) ([]any, error) {
