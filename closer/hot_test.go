@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"bidgate"
 	"bidgate/persist/redisstore"
 )
@@ -291,5 +293,36 @@ func TestHotCancelledInRedisOnly(t *testing.T) {
 	}
 	if n := count(t, e.db, `SELECT count(*) FROM outbox WHERE aggregate_id = $1 AND topic = 'auction-closed'`, a.ID); n != 0 {
 		t.Fatalf("%d auction-closed events for a cancelled auction", n)
+	}
+}
+
+// With --redis-wait-replicas the closer persists an ended hot auction's
+// bids from its log only once the replicas hold them: on the single test
+// Redis, which has none, the auction stays OPEN and the pass reports the
+// outage; on a Redis Cluster (make test-cluster) it settles.
+func TestHotCloseWaitsForReplicas(t *testing.T) {
+	e := newEnv(t, 8, Config{Replication: redisstore.Replication{Replicas: 1, Timeout: 100 * time.Millisecond}})
+	_, cluster := e.rdb.(*redis.ClusterClient)
+	a := e.newAuction(t, true, "100", 0)
+	e.bid(t, a.ID, 1, "101")
+	e.bid(t, a.ID, 2, "102")
+	e.setRedisEnd(t, a.ID, -time.Second)
+	e.endInPostgres(t, a.ID)
+	n, err := e.closer.CloseDue(ctx)
+	if cluster {
+		if err != nil || n != 1 {
+			t.Fatalf("on a cluster closed %d: %v", n, err)
+		}
+		checkClosed(t, e.db, a.ID, ptr(2), "102.00", 2)
+		return
+	}
+	if n != 0 || !errors.Is(err, redisstore.ErrNotReplicated) {
+		t.Fatalf("without a replica closed %d: %v; want none and ErrNotReplicated", n, err)
+	}
+	if r := readRow(t, e.db, a.ID); r.status != bidgate.StatusOpen {
+		t.Fatalf("the auction is %s, want OPEN until its bids are replicated", r.status)
+	}
+	if c := count(t, e.db, `SELECT count(*) FROM bid WHERE auction_id = $1`, a.ID); c != 0 {
+		t.Fatalf("%d unreplicated bids written to PostgreSQL", c)
 	}
 }
