@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"bidgate/auth"
+	"bidgate/internal/testport"
 	"bidgate/persist/pgtest"
 )
 
@@ -33,16 +33,6 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // testRedisAddr is the test Redis: the Redis Cluster's nodes under make
@@ -88,14 +78,14 @@ func startStack(t *testing.T) stack {
 		t.Fatal(err)
 	}
 
-	listen, admin := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	listen, admin := testport.Addr(t), testport.Addr(t)
 	cmd := exec.Command(bin, "serve",
 		"--listen", listen,
-		"--internal-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"--internal-listen", testport.Addr(t),
 		"--admin-listen", admin,
 		"--postgres-conns", "8",
-		"--gossip-port", fmt.Sprint(freePort(t)),
-		"--kafka-embedded-port", fmt.Sprint(freePort(t)),
+		"--gossip-port", fmt.Sprint(testport.Free(t)),
+		"--kafka-embedded-port", fmt.Sprint(testport.Free(t)),
 		"--postgres-url", dbURL,
 		"--redis-addrs", testRedisAddr(),
 		"--dev-key", keyFile,

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"bidgate/internal/testport"
 )
 
 // nodeArgs are the flags of one `bidgate serve`, in one place so that they
@@ -17,8 +19,8 @@ import (
 func (s *stack) nodeArgs(n *node, seeds []string) []string {
 	args := []string{"serve",
 		"--node-id", n.id,
-		"--listen", loopback(n.http),
-		"--internal-listen", loopback(n.internal),
+		"--listen", testport.Loopback(n.http),
+		"--internal-listen", testport.Loopback(n.internal),
 		"--admin-listen", "127.0.0.1:0",
 		"--gossip-bind", "127.0.0.1",
 		"--gossip-port", strconv.Itoa(n.gossip),
@@ -51,7 +53,7 @@ func (s *stack) seedsFor(n *node) []string {
 	var out []string
 	for _, o := range s.nodes {
 		if o != n && o.proc.alive() {
-			out = append(out, loopback(o.gossip))
+			out = append(out, testport.Loopback(o.gossip))
 		}
 	}
 	return out
@@ -102,7 +104,7 @@ var readyClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: tru
 func readyz(ctx context.Context, n *node) (int, error) {
 	rctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodGet, "http://"+loopback(n.http)+"/readyz", nil)
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, "http://"+testport.Loopback(n.http)+"/readyz", nil)
 	if err != nil {
 		return 0, fmt.Errorf("readyz request: %w", err)
 	}

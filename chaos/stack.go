@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"bidgate/auth"
+	"bidgate/internal/testport"
 )
 
 // Readiness bounds: how long a server may take to come up before the
@@ -111,11 +112,7 @@ func newStack(ctx context.Context, bin string, nodes int, rs redisSetup, logf fu
 	if s.key, _, err = auth.LoadOrCreateKey(s.devKey); err != nil {
 		return s, fmt.Errorf("the dev key: %w", err)
 	}
-	p, err := newPorts()
-	if err != nil {
-		return s, err
-	}
-	pgPort, err := p.next()
+	pgPort, err := testport.Next()
 	if err != nil {
 		return s, err
 	}
@@ -132,10 +129,10 @@ func newStack(ctx context.Context, bin string, nodes int, rs redisSetup, logf fu
 		if s.redisCluster, err = startRedisCluster(ctx, clusterScript, filepath.Join(dir, "redis-cluster")); err != nil {
 			return s, err
 		}
-	} else if err := s.startRedis(ctx, p); err != nil {
+	} else if err := s.startRedis(ctx); err != nil {
 		return s, err
 	}
-	if err := s.startBroker(ctx, p); err != nil {
+	if err := s.startBroker(ctx); err != nil {
 		return s, err
 	}
 	if err := runOnce(ctx, s.logPath("migrate"), nil, dir, childEnv(), bin, "migrate", "--postgres-url", s.postgresURL()); err != nil {
@@ -144,7 +141,7 @@ func newStack(ctx context.Context, bin string, nodes int, rs redisSetup, logf fu
 	for i := range nodes {
 		n := &node{id: fmt.Sprintf("n%d", i+1)}
 		for _, port := range []*int{&n.http, &n.internal, &n.gossip} {
-			if *port, err = p.next(); err != nil {
+			if *port, err = testport.Next(); err != nil {
 				return s, err
 			}
 		}
@@ -174,16 +171,16 @@ func (s *stack) redisAddr() string {
 	if s.redisCluster != nil {
 		return strings.Join(s.redisCluster.addrs, ",")
 	}
-	return loopback(s.redisPort)
+	return testport.Loopback(s.redisPort)
 }
 
-func (s *stack) brokerAddr() string { return loopback(s.brokerPort) }
+func (s *stack) brokerAddr() string { return testport.Loopback(s.brokerPort) }
 
 // targets are the nodes' base URLs, the bench's --targets.
 func (s *stack) targets() string {
 	var out []string
 	for _, n := range s.nodes {
-		out = append(out, "http://"+loopback(n.http))
+		out = append(out, "http://"+testport.Loopback(n.http))
 	}
 	return strings.Join(out, ",")
 }
@@ -236,8 +233,8 @@ func (s *stack) notAlive() []string {
 // startRedis runs Redis with an append-only file fsynced on every write and
 // no RDB snapshots, in the foreground so that it can be killed and started
 // again on the same file.
-func (s *stack) startRedis(ctx context.Context, p *ports) error {
-	port, err := p.next()
+func (s *stack) startRedis(ctx context.Context) error {
+	port, err := testport.Next()
 	if err != nil {
 		return err
 	}
@@ -257,8 +254,8 @@ func (s *stack) startRedis(ctx context.Context, p *ports) error {
 
 // startBroker runs `bidgate broker`, which creates the topics at every
 // start and keeps messages in memory only.
-func (s *stack) startBroker(ctx context.Context, p *ports) error {
-	port, err := p.next()
+func (s *stack) startBroker(ctx context.Context) error {
+	port, err := testport.Next()
 	if err != nil {
 		return err
 	}

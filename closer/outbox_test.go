@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"strconv"
 	"sync"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"bidgate/internal/testport"
 	"bidgate/persist"
 	pkafka "bidgate/persist/kafka"
 )
@@ -177,16 +177,9 @@ func TestOutboxRelayKafkaFailures(t *testing.T) {
 			insertEvents(t, db, n)
 			// A real broker, stopped: its port refuses connections until it
 			// starts again there.
-			down := startBroker(t, 0)
+			port := testport.Free(t)
+			down := startBroker(t, port)
 			addrs := down.Addrs()
-			_, portText, err := net.SplitHostPort(addrs[0])
-			if err != nil {
-				t.Fatal(err)
-			}
-			port, err := strconv.Atoi(portText)
-			if err != nil {
-				t.Fatal(err)
-			}
 			down.Close()
 			w := pkafka.NewWriter(addrs, pkafka.TopicAuctionClosed, pkafka.Security{})
 			w.MaxAttempts = 1
@@ -245,15 +238,8 @@ func TestOutboxRelayBrokerDown(t *testing.T) {
 	insertEvents(t, db, n)
 
 	// A port nothing listens on, for now.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	addrs := []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+	port := testport.Free(t)
+	addrs := []string{testport.Loopback(port)}
 
 	w := pkafka.NewWriter(addrs, pkafka.TopicAuctionClosed, pkafka.Security{})
 	w.MaxAttempts = 1

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,6 +17,7 @@ import (
 
 	"bidgate"
 	"bidgate/internal/await"
+	"bidgate/internal/testport"
 	"bidgate/persist"
 	"bidgate/persist/kafka"
 	"bidgate/persist/pgtest"
@@ -32,7 +31,7 @@ type pipeline struct {
 	rdb    redis.UniversalClient
 	shard  *shard.Service
 	broker *kafka.Embedded
-	port   int
+	port   int // the broker's, to start it again on
 	// wrote gets a signal after each batch a persister of the pipeline
 	// committed: waits on the bid table re-check only then.
 	wrote chan struct{}
@@ -44,7 +43,7 @@ func newPipeline(t testing.TB) *pipeline {
 	rdb := pgtest.Redis(t)
 	p := &pipeline{t: t, db: db, rdb: rdb, wrote: make(chan struct{}, 1),
 		shard: shard.New(db, rdb, shard.Config{RateLimit: -1, PromoteRate: -1}, prometheus.NewRegistry())}
-	p.startBroker(0)
+	p.startBroker(testport.Free(t))
 	return p
 }
 
@@ -54,15 +53,8 @@ func (p *pipeline) startBroker(port int) {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	p.broker = b
+	p.broker, p.port = b, port
 	p.t.Cleanup(b.Close)
-	_, portStr, err := net.SplitHostPort(b.Addrs()[0])
-	if err != nil {
-		p.t.Fatalf("broker address %s: %v", b.Addrs()[0], err)
-	}
-	if p.port, err = strconv.Atoi(portStr); err != nil {
-		p.t.Fatalf("broker address %s: %v", b.Addrs()[0], err)
-	}
 }
 
 // announce makes per signal p.wrote after each batch it commits.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,19 +28,10 @@ import (
 	"bidgate"
 	"bidgate/auth"
 	"bidgate/internal/await"
+	"bidgate/internal/testport"
 	"bidgate/persist/kafka"
 	"bidgate/persist/pgtest"
 )
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // eventually polls cond until it returns nil, failing the test after limit
 // with cond's last answer. It is for what announces no event (a server
@@ -105,12 +95,12 @@ func startBidgate(t *testing.T) (base, broker string, db *pgxpool.Pool, key *aut
 	if err != nil {
 		t.Fatal(err)
 	}
-	httpPort, kafkaPort := freePort(t), freePort(t)
+	httpPort, kafkaPort := testport.Free(t), testport.Free(t)
 	cfg.Listen = fmt.Sprintf("127.0.0.1:%d", httpPort)
-	cfg.InternalListen = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cfg.InternalListen = testport.Addr(t)
 	cfg.AdminListen = "127.0.0.1:0"
 	cfg.PostgresConns = 8
-	cfg.GossipPort = freePort(t)
+	cfg.GossipPort = testport.Free(t)
 	cfg.PostgresURL = dbURL
 	cfg.KafkaEmbeddedPort = kafkaPort
 	cfg.Shard.RateLimit = -1 // thousands of bids from few bidders

@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"bidgate/auth"
+	"bidgate/internal/testport"
 	"bidgate/persist/pgtest"
 )
 
@@ -121,13 +122,13 @@ func (p *process) await(t *testing.T, s string, limit time.Duration) string {
 // at keyPath.
 func serveArgs(t *testing.T, dbURL, keyPath string, extra ...string) (args []string, base string) {
 	t.Helper()
-	httpPort := freePort(t)
+	httpPort := testport.Free(t)
 	args = append([]string{"serve",
 		"--listen", fmt.Sprintf("127.0.0.1:%d", httpPort),
-		"--internal-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"--internal-listen", testport.Addr(t),
 		"--admin-listen", "127.0.0.1:0",
 		"--postgres-conns", "4",
-		"--gossip-port", fmt.Sprint(freePort(t)),
+		"--gossip-port", fmt.Sprint(testport.Free(t)),
 		"--postgres-url", dbURL, "--log-format", "text", "--log-level", "info",
 		"--dev-key", keyPath,
 	}, append(slices.Clone(clusterArgs), extra...)...)
@@ -139,7 +140,7 @@ func serveArgs(t *testing.T, dbURL, keyPath string, extra ...string) (args []str
 func TestNodeListensOnlyOnceJoined(t *testing.T) {
 	_, dbURL := pgtest.New(t, 2)
 	keyPath, _ := devKey(t)
-	args, base := serveArgs(t, dbURL, keyPath, "--seeds", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+	args, base := serveArgs(t, dbURL, keyPath, "--seeds", testport.Addr(t),
 		"--cluster-secret", "s3cret-for-the-test-only")
 	p := startProcess(t, args...)
 	for attempt := 1; attempt <= 2; attempt++ {
@@ -160,7 +161,7 @@ func TestNodeListensOnlyOnceJoined(t *testing.T) {
 func TestNodeServesWithoutKafka(t *testing.T) {
 	_, dbURL := pgtest.New(t, 4)
 	keyPath, key := devKey(t)
-	args, base := serveArgs(t, dbURL, keyPath, "--kafka", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+	args, base := serveArgs(t, dbURL, keyPath, "--kafka", testport.Addr(t))
 	p := startProcess(t, args...)
 	p.await(t, "bidgate serving", 60*time.Second)
 
@@ -276,7 +277,7 @@ func TestTokenCommand(t *testing.T) {
 func TestNodeWithoutTheClusterKeyCannotJoin(t *testing.T) {
 	_, dbURL := pgtest.New(t, 4)
 	keyPath, key := devKey(t)
-	gossip := freePort(t)
+	gossip := testport.Free(t)
 	args, _ := serveArgs(t, dbURL, keyPath, "--node-id", "honest", "--gossip-port", strconv.Itoa(gossip))
 	honest := startProcess(t, args...)
 	admin := "http://" + logValue(t, honest.await(t, "bidgate serving", 60*time.Second), "admin")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"bidgate/internal/testcert"
+	"bidgate/internal/testport"
 )
 
 // writeCert writes a test certificate and its key as PEM files; the
@@ -37,7 +38,7 @@ func TestRedisTLSAndACL(t *testing.T) {
 		t.Fatal("redis-server is not installed")
 	}
 	cert, key := writeCert(t)
-	port := freePort(t)
+	port := testport.Free(t)
 	cmd := exec.Command(server, "--port", "0", "--tls-port", fmt.Sprint(port), "--bind", "127.0.0.1",
 		"--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", cert, "--tls-auth-clients", "no",
 		"--save", "", "--appendonly", "no", "--user", "default", "off", "--user", "bidgate", "on", ">s3cret-of-the-test", "~*", "&*", "+@all")

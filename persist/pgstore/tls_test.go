@@ -3,7 +3,6 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -12,6 +11,7 @@ import (
 	"testing"
 
 	"bidgate/internal/testcert"
+	"bidgate/internal/testport"
 	"bidgate/persist/pgstore"
 )
 
@@ -64,7 +64,7 @@ func TestPostgresTLSThroughTheURL(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(data, "pg_hba.conf"), []byte(hba), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	port := testport.Free(t)
 	asPostgres("pg_ctl", "-D", data, "-l", filepath.Join(dir, "log"), "-w", "-o",
 		fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c ssl=on -c fsync=off", port, dir), "start")
 	t.Cleanup(func() { asPostgres("pg_ctl", "-D", data, "-m", "immediate", "stop") })
@@ -108,17 +108,4 @@ func writeServerCert(t *testing.T, data string, uid, gid int) string {
 		t.Fatal(err)
 	}
 	return ca
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return port
 }
