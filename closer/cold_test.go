@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/shopspring/decimal"
 
 	"bidgate"
@@ -37,6 +38,86 @@ SELECT 7, 'burst lot ' || g, 10,
        (SELECT clock_timestamp() + $2 * INTERVAL '1 millisecond' AS base) t`, n, startMs, max(spreadMs, 1))
 	if err != nil {
 		t.Fatalf("insert %d auctions: %v", n, err)
+	}
+}
+
+// TestShutdownMidCommit: the closer is stopped while PostgreSQL is in the
+// middle of committing its batch (a deferred trigger makes the commit slow).
+// The commit is awaited, not abandoned: the closes are made, counted and
+// announced. An abandoned commit's outcome is unknown to the pass; when the
+// server completed it, the closes went uncounted and unannounced.
+func TestShutdownMidCommit(t *testing.T) {
+	const n = 3
+	e := newEnv(t, 4, Config{})
+	if _, err := e.db.Exec(ctx, `
+CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN PERFORM pg_sleep(0.1); RETURN NULL; END $$;
+CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON outbox
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit()`); err != nil {
+		t.Fatal(err)
+	}
+	insertColdAuctions(t, e.db, n, -1000, 1) // ended a second ago
+
+	// A subscription per auction: their channels' slots differ.
+	var subs []*redis.PubSub
+	ids, err := e.db.Query(ctx, `SELECT id FROM auction`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ids.Next() {
+		var id int64
+		if err := ids.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		sub := e.rdb.SSubscribe(ctx, redisstore.Channel(id))
+		t.Cleanup(func() {
+			if err := sub.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+		if _, err := sub.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		subs = append(subs, sub)
+	}
+	if err := ids.Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- e.closer.Run(runCtx) }()
+	committing := `SELECT count(*) FROM pg_stat_activity
+ WHERE datname = current_database() AND state = 'active' AND query ILIKE 'commit%'`
+	eventually(t, 30*time.Second, "the closer's commit under way", func() (int, bool) {
+		c := count(t, e.db, committing)
+		return c, c == 1
+	})
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "no commit under way", func() (int, bool) {
+		c := count(t, e.db, committing)
+		return c, c == 0
+	})
+	closed := count(t, e.db, `SELECT count(*) FROM auction WHERE status = 'CLOSED'`)
+	if closed != n {
+		t.Fatalf("%d auctions closed, want %d", closed, n)
+	}
+	if got := metricValue(t, e.reg, "bidgate_closer_auctions_closed_total", "mode", "cold"); got != n {
+		t.Fatalf("the closer counted %v closes, PostgreSQL has %d", got, closed)
+	}
+	for _, sub := range subs {
+		recvCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		msg, err := sub.ReceiveMessage(recvCtx)
+		cancel()
+		if err != nil {
+			t.Fatalf("the closed state was not announced: %v", err)
+		}
+		if u, err := redisstore.ParseUpdate(msg.Payload); err != nil || u.Status != bidgate.StatusClosed {
+			t.Fatalf("announced %q (%v), want a CLOSED state", msg.Payload, err)
+		}
 	}
 }
 

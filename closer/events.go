@@ -2,7 +2,6 @@ package closer
 
 import (
 	"context"
-	"time"
 
 	"bidgate"
 	"bidgate/persist/kafka"
@@ -24,7 +23,7 @@ func (c *Closer) announce(ctx context.Context, closed []pgstore.Closed) {
 		return
 	}
 	// The closes are committed: tell the viewers even if ctx is ending.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	ctx, cancel := finishing(ctx)
 	defer cancel()
 	updates := make([]redisstore.Update, len(closed))
 	for i, a := range closed {

@@ -27,7 +27,7 @@ func (c *Closer) closeHot(ctx context.Context) (closed int, full bool, err error
 		selected int
 		waiting  int
 	)
-	err = pgx.BeginFunc(ctx, c.db, func(tx pgx.Tx) error {
+	err = c.inTx(ctx, func(tx pgx.Tx) error {
 		settled, extended, skipped, waiting = nil, 0, nil, 0
 		store := &pgstore.Store{DB: tx}
 		due, err := store.LockDueHot(ctx, c.cfg.BatchSize)
@@ -165,6 +165,8 @@ func (c *Closer) expire(ctx context.Context, settled []pgstore.Closed) {
 	for i, a := range settled {
 		ids[i] = a.ID
 	}
+	ctx, cancel := finishing(ctx) // settled: nothing would expire them later
+	defer cancel()
 	if err := c.rdb.Expire(ctx, c.cfg.KeepClosed, ids...); err != nil {
 		c.cfg.Log.Warn("set the time to live of closed auctions' Redis keys", "auctions", len(settled), "err", err)
 	}

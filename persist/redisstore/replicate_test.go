@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -44,5 +45,31 @@ func TestWaitForReplicas(t *testing.T) {
 		t.Fatalf("buy-now on a cluster: %+v, %v", d, err)
 	case !cluster && !errors.Is(err, redisstore.ErrNotReplicated):
 		t.Fatalf("buy-now with no replica: %v", err)
+	}
+}
+
+// BenchmarkWaitReplicated is what a log reader's pass pays for
+// --redis-wait-replicas 1: a fence write and WAIT on each primary that holds
+// one of the pass's auctions (one primary, or all three of the test
+// cluster). It needs replicas: run it under make test-cluster's cluster
+// (BIDGATE_TEST_REDIS_CLUSTER).
+func BenchmarkWaitReplicated(b *testing.B) {
+	rdb := pgtest.Redis(b)
+	if _, ok := rdb.(*redis.ClusterClient); !ok {
+		b.Skip("needs a Redis Cluster with replicas (BIDGATE_TEST_REDIS_CLUSTER)")
+	}
+	rs := redisstore.NewReplicated(rdb, redisstore.Replication{Replicas: 1, Timeout: time.Second})
+	for _, n := range []int{1, 64} {
+		ids := make([]int64, n)
+		for i := range ids {
+			ids[i] = int64(900_000 + i) // 64 hash tags land on every primary
+		}
+		b.Run(fmt.Sprintf("auctions=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if err := rs.WaitReplicated(ctx, ids...); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
