@@ -152,7 +152,7 @@ func (c *Closer) pass(ctx context.Context) (closed int, full bool, err error) {
 // rows, in one transaction.
 func (c *Closer) closeCold(ctx context.Context) (int, error) {
 	var closed []pgstore.Closed
-	err := c.inTx(ctx, func(tx pgx.Tx) error {
+	err := pgstore.InTx(ctx, c.db, func(tx pgx.Tx) error {
 		store := &pgstore.Store{DB: tx}
 		var err error
 		if closed, err = store.CloseDueCold(ctx, c.cfg.BatchSize); err != nil {
@@ -168,32 +168,8 @@ func (c *Closer) closeCold(ctx context.Context) (int, error) {
 	return len(closed), nil
 }
 
-// finishTimeout bounds what a pass finishes after its context is done.
-const finishTimeout = 5 * time.Second
-
-// finishing is the context of work that must not be abandoned half-way when
-// ctx ends (a commit, and what follows a commit): it outlives ctx by at most
-// finishTimeout.
+// finishing is the context of what follows a committed close (announcing,
+// expiring): nothing would redo it, so it outlives ctx, briefly.
 func finishing(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-}
-
-// inTx runs fn in a transaction whose commit is not cut short by ctx. A
-// commit abandoned half-way at shutdown may still have closed auctions, and
-// the pass that closed them would then neither count, announce nor expire
-// them; no later pass would find them again.
-func (c *Closer) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	tx, err := c.db.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	err = fn(tx)
-	ctx, cancel := finishing(ctx)
-	defer cancel()
-	if err != nil {
-		// A failed rollback closes the connection, which rolls back too.
-		_ = tx.Rollback(ctx)
-		return err
-	}
-	return tx.Commit(ctx)
+	return context.WithTimeout(context.WithoutCancel(ctx), pgstore.FinishTimeout)
 }

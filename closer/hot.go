@@ -27,7 +27,7 @@ func (c *Closer) closeHot(ctx context.Context) (closed int, full bool, err error
 		selected int
 		waiting  int
 	)
-	err = c.inTx(ctx, func(tx pgx.Tx) error {
+	err = pgstore.InTx(ctx, c.db, func(tx pgx.Tx) error {
 		settled, extended, skipped, waiting = nil, 0, nil, 0
 		store := &pgstore.Store{DB: tx}
 		due, err := store.LockDueHot(ctx, c.cfg.BatchSize)

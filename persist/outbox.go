@@ -92,7 +92,7 @@ func (r *OutboxRelay) Run(ctx context.Context) error {
 func (r *OutboxRelay) PublishPending(ctx context.Context) (int, error) {
 	var n int
 	kafkaFailed := false
-	err := pgx.BeginFunc(ctx, r.db, func(tx pgx.Tx) error {
+	err := pgstore.InTx(ctx, r.db, func(tx pgx.Tx) error {
 		n, kafkaFailed = 0, false
 		store := pgstore.Store{DB: tx}
 		events, err := store.PendingEvents(ctx, r.cfg.Topic, r.cfg.BatchSize)

@@ -171,7 +171,7 @@ func (p *Persister) persist(ctx context.Context, msgs []kafka.Message) error {
 		return nil
 	}
 	var positions map[int64]int64
-	err := pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) (err error) {
+	err := pgstore.InTx(ctx, p.db, func(tx pgx.Tx) (err error) {
 		positions, _, err = pgstore.WriteHotBids(ctx, tx, bids)
 		return err
 	})

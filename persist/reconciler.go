@@ -232,7 +232,7 @@ func (r *Reconciler) repair(ctx context.Context, due []*logHead) (int64, error) 
 		}
 		var positions map[int64]int64
 		var inserted int64
-		err = pgx.BeginFunc(ctx, r.db, func(tx pgx.Tx) (err error) {
+		err = pgstore.InTx(ctx, r.db, func(tx pgx.Tx) (err error) {
 			positions, inserted, err = pgstore.WriteHotBids(ctx, tx, bids)
 			return err
 		})
