@@ -26,8 +26,7 @@ func TestSubscriber(t *testing.T) {
 	name := "subscriber-test-" + uuid.NewString()
 	rdb := named(t, pgtest.Redis(t), name)
 	rs := redisstore.New(rdb)
-	sub := redisstore.NewSubscriber(rdb, 256)
-	t.Cleanup(func() { sub.Close() })
+	sub := newSubscriber(t, rdb, 256)
 
 	base := 1<<52 + time.Now().UnixNano()%1e12
 	var ids []int64
@@ -92,6 +91,17 @@ func TestSubscriber(t *testing.T) {
 		})
 	}
 	published(t, rs, sub, ids[12:], 3)
+}
+
+// newSubscriber is a Subscriber on rdb, closed when the test ends.
+func newSubscriber(t *testing.T, rdb redis.UniversalClient, buffer int) *redisstore.Subscriber {
+	sub := redisstore.NewSubscriber(rdb, buffer)
+	t.Cleanup(func() {
+		if err := sub.Close(); err != nil {
+			t.Errorf("close the subscriber: %v", err)
+		}
+	})
+	return sub
 }
 
 // named is a client like rdb whose connections carry name.
@@ -244,8 +254,7 @@ func TestSubscriberFollowsAMovedSlot(t *testing.T) {
 	cluster := pgtest.StartRedisCluster(t, 7460)
 	rdb := cluster.Client(t)
 	rs := redisstore.New(rdb)
-	sub := redisstore.NewSubscriber(rdb, 16)
-	t.Cleanup(func() { sub.Close() })
+	sub := newSubscriber(t, rdb, 16)
 	id := 1<<52 + time.Now().UnixNano()%1e12
 	if err := sub.Subscribe(ctx, id); err != nil {
 		t.Fatal(err)
@@ -319,8 +328,7 @@ func TestSubscriberUnderChurn(t *testing.T) {
 	name := "subscriber-churn-" + uuid.NewString()
 	rdb := named(t, pgtest.Redis(t), name)
 	rs := redisstore.New(rdb)
-	sub := redisstore.NewSubscriber(rdb, 64)
-	t.Cleanup(func() { sub.Close() })
+	sub := newSubscriber(t, rdb, 64)
 	drained := make(chan struct{})
 	stopDrain := make(chan struct{})
 	go func() { // the reader of a real hub never stops reading either
