@@ -10,7 +10,7 @@ export BIDGATE_POSTGRES_URL ?= postgres://$(PGUSER)@$(PGHOST):$(PGPORT)/$(DBNAME
 
 STATICCHECK = go run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run run-one build test test-cluster test-deploy fuzz chaos bench demo loadtest lint db check-postgres check-redis
+.PHONY: run run-one build test test-cluster test-deploy fuzz chaos bench demo loadtest lint check-file-sizes db check-postgres check-redis
 
 ## run: a local 3-node cluster on :8080-8082 with the embedded Kafka broker, on the local PostgreSQL and Redis
 run: db check-redis build
@@ -32,11 +32,11 @@ test: check-postgres check-redis
 
 ## test-cluster: the tests of everything that talks to Redis (hot path, token buckets, promotion, closer,
 ## relay, persister, reconciler, fan-out, gateway, the load-test harness) against a Redis Cluster of 3
-## primaries and 3 replicas that it starts on loopback ports CLUSTER_PORT.. and stops (scripts/redis-cluster.sh)
+## primaries and 3 replicas that it starts on loopback ports CLUSTER_PORT.. and stops (internal/testredis/redis-cluster.sh)
 CLUSTER_PORT ?= 7100
 test-cluster: check-postgres
-	@dir=$$(mktemp -d) && trap 'scripts/redis-cluster.sh stop "$$dir"' EXIT && \
-	  addrs=$$(scripts/redis-cluster.sh start "$$dir" $(CLUSTER_PORT)) && echo "Redis Cluster: $$addrs" && \
+	@dir=$$(mktemp -d) && trap 'internal/testredis/redis-cluster.sh stop "$$dir"' EXIT && \
+	  addrs=$$(internal/testredis/redis-cluster.sh start "$$dir" $(CLUSTER_PORT)) && echo "Redis Cluster: $$addrs" && \
 	  BIDGATE_TEST_REDIS_CLUSTER=$$addrs go test -race -count=1 -timeout 9m \
 	    ./persist/... ./shard/ ./closer/ ./fanout/ ./gateway/ ./bench/
 
@@ -60,7 +60,7 @@ fuzz:
 
 ## chaos: the fault harness (own PostgreSQL, Redis or Redis Cluster, broker and 3 node processes on loopback): eight faults under a flash sale, audited; CHAOS_SCENARIOS=node-kill picks one
 chaos:
-	go test -tags chaos -count=1 -v -timeout 20m ./chaos/
+	go test -tags chaos -count=1 -v -timeout 20m ./bench/chaos/
 
 ## bench: the Go benchmarks: bids through HTTP (cold, hot batched and not) and the raw Redis script
 bench: check-postgres check-redis
@@ -76,11 +76,16 @@ demo: db check-redis
 loadtest:
 	go run ./cmd/bidbench flash-sale --duration 20s --targets http://127.0.0.1:8080,http://127.0.0.1:8081,http://127.0.0.1:8082
 
-## lint: gofmt, go vet and staticcheck
-lint:
+## lint: no tracked file over 1 MiB, gofmt, go vet and staticcheck
+lint: check-file-sizes
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed on:"; gofmt -l .; exit 1; }
 	go vet ./...
 	$(STATICCHECK) ./...
+
+## check-file-sizes: fails on a tracked file over 1 MiB (a binary or a data dump does not belong in git)
+check-file-sizes:
+	@big=$$(git ls-files -z | xargs -0 -r stat -c '%s %n' 2>/dev/null | awk '$$1 > 1048576 {print "  " $$2 " (" $$1 " bytes)"}'); \
+	  test -z "$$big" || { echo "tracked files over 1 MiB:"; echo "$$big"; exit 1; }
 
 check-postgres:
 	@pg_isready -q -h $(PGHOST) -p $(PGPORT) || { \

@@ -105,3 +105,14 @@ func (b BidAccepted) Validate() error {
 	}
 	return nil
 }
+
+// The Kafka topics bidgate produces, all keyed by auction id so that one
+// auction's messages keep their order in one partition.
+const (
+	TopicBidAccepted      = "bid-accepted"
+	TopicAuctionClosed    = "auction-closed"
+	TopicAuctionCancelled = "auction-cancelled"
+)
+
+// Topics lists every topic bidgate uses.
+var Topics = []string{TopicBidAccepted, TopicAuctionClosed, TopicAuctionCancelled}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"bidgate/auth"
+	"bidgate/internal/auth"
 )
 
 // AuctionSpec is an auction the harness created, as it was at creation: the

@@ -11,7 +11,6 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
-	"bidgate/persist/kafka"
 )
 
 // Dataset is everything the audit looks at: what the harness created and
@@ -90,7 +89,7 @@ type Check struct {
 }
 
 // TopicAuctionClosed is the outbox topic of closing events.
-const TopicAuctionClosed = kafka.TopicAuctionClosed
+const TopicAuctionClosed = bidgate.TopicAuctionClosed
 
 // The ids of Audit's checks.
 const (

@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/redis/go-redis/v9"
 
-	"bidgate/auth"
+	"bidgate/internal/auth"
 )
 
 // CPU is what a span of the run (a ramp step, a flash sale's load) cost in

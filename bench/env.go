@@ -21,7 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"bidgate/auth"
+	"bidgate/internal/auth"
 )
 
 // Options are the settings every scenario shares.

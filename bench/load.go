@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/valyala/fasthttp"
 
-	"bidgate/auth"
+	"bidgate/internal/auth"
 )
 
 // Job is one bid request to send at Intended.

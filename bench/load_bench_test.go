@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/valyala/fasthttp"
 
-	"bidgate/auth"
+	"bidgate/internal/auth"
 )
 
 // cannedServerEnv makes TestCannedBidServer serve instead of skipping.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"bidgate/auth"
+	"bidgate/internal/auth"
 	"bidgate/persist/redisstore"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"bidgate/auth"
+	"bidgate/internal/auth"
 )
 
 // RampConfig is hot-max and cold-max: one auction, the arrival rate raised

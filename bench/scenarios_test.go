@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"bidgate/auth"
+	"bidgate/internal/auth"
 )
 
 // testEnv is a harness for s that mints its tokens with key (nil: the key

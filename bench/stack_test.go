@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"bidgate/auth"
+	"bidgate/internal/auth"
+	"bidgate/internal/testdb"
 	"bidgate/internal/testport"
-	"bidgate/persist/pgtest"
+	"bidgate/internal/testredis"
 )
 
 // lockedBuffer collects a subprocess's output.
@@ -69,8 +70,8 @@ func startStack(t *testing.T) stack {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build bidgate: %v\n%s", err, out)
 	}
-	_ = pgtest.Redis(t) // fails the test clearly when Redis is not there
-	_, dbURL := pgtest.New(t, 2)
+	_ = testredis.Client(t) // fails the test clearly when Redis is not there
+	_, dbURL := testdb.New(t, 2)
 	// The node's dev key, made here so that the harness has it too.
 	keyFile := filepath.Join(t.TempDir(), "dev-key.pem")
 	key, _, err := auth.LoadOrCreateKey(keyFile)
@@ -100,7 +101,7 @@ func startStack(t *testing.T) stack {
 	exited := make(chan struct{})
 	var exitErr error
 	go func() { exitErr = cmd.Wait(); close(exited) }()
-	// Registered after pgtest.New, so it runs first: the process stops
+	// Registered after testdb.New, so it runs first: the process stops
 	// before its database is dropped.
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"bidgate/auth"
+	"bidgate/internal/auth"
 )
 
 // DefaultTokenTTL is how long the harness's tokens are valid. A token is

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"bidgate/auth"
+	"bidgate/internal/auth"
 )
 
 func TestTokensAreVerifiedCachedAndRenewed(t *testing.T) {

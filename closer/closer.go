@@ -27,9 +27,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"bidgate/internal/retry"
 	"bidgate/persist/pgstore"
 	"bidgate/persist/redisstore"
-	"bidgate/retry"
 )
 
 // Config tunes a Closer. Zero values take the defaults.

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"bidgate"
-	"bidgate/persist/kafka"
 	"bidgate/persist/pgstore"
 	"bidgate/persist/redisstore"
 )
@@ -12,7 +11,7 @@ import (
 // addEvents writes one outbox row per closed auction inside the closing
 // transaction: the event exists if and only if the close committed.
 func addEvents(ctx context.Context, store *pgstore.Store, closed []pgstore.Closed) error {
-	return store.AddClosedEvents(ctx, kafka.TopicAuctionClosed, closed)
+	return store.AddClosedEvents(ctx, bidgate.TopicAuctionClosed, closed)
 }
 
 // announce publishes the final CLOSED state of each auction on its updates

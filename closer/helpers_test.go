@@ -15,7 +15,8 @@ import (
 
 	"bidgate"
 	"bidgate/internal/await"
-	"bidgate/persist/pgtest"
+	"bidgate/internal/testdb"
+	"bidgate/internal/testredis"
 	"bidgate/persist/redisstore"
 	"bidgate/shard"
 )
@@ -34,8 +35,8 @@ type env struct {
 
 func newEnv(t testing.TB, conns int32, cfg Config) *env {
 	t.Helper()
-	db, _ := pgtest.New(t, conns)
-	rdb := pgtest.Redis(t)
+	db, _ := testdb.New(t, conns)
+	rdb := testredis.Client(t)
 	reg := prometheus.NewRegistry()
 	return &env{
 		db: db, rdb: rdb, reg: reg,

@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"bidgate"
-	"bidgate/persist/kafka"
 	"bidgate/persist/pgstore"
 	"bidgate/persist/redisstore"
 )
@@ -104,7 +103,7 @@ func (c *Closer) closeHot(ctx context.Context) (closed int, full bool, err error
 		if err != nil {
 			return err
 		}
-		if err := store.AddCancelEvents(ctx, kafka.TopicAuctionCancelled, cancelled); err != nil {
+		if err := store.AddCancelEvents(ctx, bidgate.TopicAuctionCancelled, cancelled); err != nil {
 			return err
 		}
 		return addEvents(ctx, store, settled)

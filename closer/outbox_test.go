@@ -1,6 +1,7 @@
 package closer
 
 import (
+	"bidgate"
 	"bytes"
 	"context"
 	"fmt"
@@ -86,7 +87,7 @@ func startBroker(t testing.TB, port int) *pkafka.Embedded {
 // brokers have one), without a consumer group.
 func readTopic(t testing.TB, addrs []string, n int) []kafka.Message {
 	t.Helper()
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: addrs, Topic: pkafka.TopicAuctionClosed, Partition: 0,
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: addrs, Topic: bidgate.TopicAuctionClosed, Partition: 0,
 		MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 100 * time.Millisecond})
 	defer func() {
 		if err := r.Close(); err != nil {
@@ -121,7 +122,7 @@ func TestOutboxRelayToKafka(t *testing.T) {
 	}
 
 	broker := startBroker(t, 0)
-	w := pkafka.NewWriter(broker.Addrs(), pkafka.TopicAuctionClosed, pkafka.Security{})
+	w := pkafka.NewWriter(broker.Addrs(), bidgate.TopicAuctionClosed, pkafka.Security{})
 	defer w.Close()
 	reg := prometheus.NewRegistry()
 	secret := []byte("cluster secret of the test")
@@ -181,7 +182,7 @@ func TestOutboxRelayKafkaFailures(t *testing.T) {
 			down := startBroker(t, port)
 			addrs := down.Addrs()
 			down.Close()
-			w := pkafka.NewWriter(addrs, pkafka.TopicAuctionClosed, pkafka.Security{})
+			w := pkafka.NewWriter(addrs, bidgate.TopicAuctionClosed, pkafka.Security{})
 			w.MaxAttempts = 1
 			defer w.Close()
 			reg := prometheus.NewRegistry()
@@ -241,7 +242,7 @@ func TestOutboxRelayBrokerDown(t *testing.T) {
 	port := testport.Free(t)
 	addrs := []string{testport.Loopback(port)}
 
-	w := pkafka.NewWriter(addrs, pkafka.TopicAuctionClosed, pkafka.Security{})
+	w := pkafka.NewWriter(addrs, bidgate.TopicAuctionClosed, pkafka.Security{})
 	w.MaxAttempts = 1
 	defer w.Close()
 	reg := prometheus.NewRegistry()
@@ -282,7 +283,7 @@ func TestTwoOutboxRelays(t *testing.T) {
 	var wg sync.WaitGroup
 	regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry()}
 	for _, reg := range regs {
-		w := pkafka.NewWriter(broker.Addrs(), pkafka.TopicAuctionClosed, pkafka.Security{})
+		w := pkafka.NewWriter(broker.Addrs(), bidgate.TopicAuctionClosed, pkafka.Security{})
 		defer w.Close()
 		relay := persist.NewOutboxRelay(db, w, persist.OutboxConfig{BatchSize: 25}, reg)
 		wg.Go(func() {
@@ -314,7 +315,7 @@ func TestTwoOutboxRelays(t *testing.T) {
 func TestOutboxRelayWakesOnNotify(t *testing.T) {
 	e := newEnv(t, 8, Config{})
 	broker := startBroker(t, 0)
-	w := pkafka.NewWriter(broker.Addrs(), pkafka.TopicAuctionClosed, pkafka.Security{})
+	w := pkafka.NewWriter(broker.Addrs(), bidgate.TopicAuctionClosed, pkafka.Security{})
 	defer w.Close()
 	relay := persist.NewOutboxRelay(e.db, w, persist.OutboxConfig{PollInterval: time.Hour}, nil)
 	runCtx, stop := context.WithCancel(ctx)

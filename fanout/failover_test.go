@@ -8,7 +8,8 @@ import (
 
 	"bidgate"
 	"bidgate/internal/await"
-	"bidgate/persist/pgtest"
+	"bidgate/internal/testdb"
+	"bidgate/internal/testredis"
 	"bidgate/persist/redisstore"
 )
 
@@ -22,9 +23,9 @@ func TestViewersFollowAFailover(t *testing.T) {
 	if os.Getenv("BIDGATE_TEST_REDIS_CLUSTER") == "" {
 		t.Skip("a Redis Cluster test: make test-cluster")
 	}
-	cluster := pgtest.StartRedisCluster(t, 7440)
+	cluster := testredis.StartCluster(t, 7440)
 	rdb := cluster.Client(t)
-	db, _ := pgtest.New(t, 8)
+	db, _ := testdb.New(t, 8)
 	svc := newShard(db, rdb)
 	n := startNode(t, rdb, svc, Config{}, nodeOpts{})
 
@@ -54,7 +55,7 @@ func TestViewersFollowAFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := pgtest.KillRedis(doomed); err != nil {
+	if err := testredis.Kill(doomed); err != nil {
 		t.Fatal(err)
 	}
 	cluster.AwaitPromotion(t, rdb, doomed.Options().Addr, redisstore.Channel(auctions[0].ID))

@@ -21,7 +21,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
-	"bidgate/persist/pgtest"
+	"bidgate/internal/testdb"
 )
 
 func TestViewerSeesSnapshotUpdatesAndClose(t *testing.T) {
@@ -475,7 +475,7 @@ func TestEndedAuctionClosesWithoutAnnouncement(t *testing.T) {
 	c.until(t, 1, 5*time.Second)
 
 	// The closer settles the auction but its CLOSED announcement is lost.
-	pgtest.WaitForEnd(t, e.db, a.ID)
+	testdb.WaitForEnd(t, e.db, a.ID)
 	if _, err := e.db.Exec(bg, `UPDATE auction SET status = 'CLOSED', closed_at = clock_timestamp() WHERE id = $1`, a.ID); err != nil {
 		t.Fatal(err)
 	}

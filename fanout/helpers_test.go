@@ -26,9 +26,10 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"bidgate"
-	"bidgate/persist/pgtest"
+	"bidgate/internal/problem"
+	"bidgate/internal/testdb"
+	"bidgate/internal/testredis"
 	"bidgate/persist/redisstore"
-	"bidgate/problem"
 	"bidgate/shard"
 )
 
@@ -43,8 +44,8 @@ type env struct {
 
 func newEnv(tb testing.TB) *env {
 	tb.Helper()
-	db, _ := pgtest.New(tb, 16)
-	rdb := pgtest.Redis(tb)
+	db, _ := testdb.New(tb, 16)
+	rdb := testredis.Client(tb)
 	return &env{db: db, rdb: rdb, svc: newShard(db, rdb)}
 }
 

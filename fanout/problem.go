@@ -3,7 +3,7 @@ package fanout
 import (
 	"github.com/valyala/fasthttp"
 
-	"bidgate/problem"
+	"bidgate/internal/problem"
 )
 
 // writeProblem answers with status and a stable code (problem.Write); a

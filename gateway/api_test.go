@@ -11,8 +11,8 @@ import (
 	"github.com/google/uuid"
 
 	"bidgate"
-	"bidgate/auth"
-	"bidgate/persist/pgtest"
+	"bidgate/internal/auth"
+	"bidgate/internal/testdb"
 )
 
 func future(d time.Duration) string { return time.Now().Add(d).UTC().Format(time.RFC3339Nano) }
@@ -217,7 +217,7 @@ func TestBidStatuses(t *testing.T) {
 	})
 	t.Run("ended auction is 409 closed", func(t *testing.T) {
 		short := s.createAuction(with(validAuction(), "endTime", future(1100*time.Millisecond), "extendWindowSeconds", 0))
-		pgtest.WaitForEnd(t, db, short)
+		testdb.WaitForEnd(t, db, short)
 		wantProblem(t, s.bid(43, short, uuid.NewString(), map[string]any{"amount": 5000}), 409, "auction_closed")
 	})
 }

@@ -8,8 +8,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"bidgate"
-	"bidgate/auth"
-	"bidgate/problem"
+	"bidgate/internal/auth"
+	"bidgate/internal/problem"
 )
 
 type createAuctionRequest struct {

@@ -1,7 +1,7 @@
 package gateway
 
 import (
-	"bidgate/problem"
+	"bidgate/internal/problem"
 	"bytes"
 	"math"
 	"sync"
@@ -10,7 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"golang.org/x/time/rate"
 
-	"bidgate/auth"
+	"bidgate/internal/auth"
 )
 
 // Authenticator is what the gateway needs to know who is calling.

@@ -18,7 +18,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 
-	"bidgate/auth"
+	"bidgate/internal/auth"
 	"bidgate/internal/await"
 	"bidgate/shard"
 )

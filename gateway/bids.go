@@ -10,8 +10,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"bidgate"
-	"bidgate/auth"
-	"bidgate/problem"
+	"bidgate/internal/auth"
+	"bidgate/internal/problem"
 )
 
 type bidRequest struct {

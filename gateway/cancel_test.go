@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"bidgate/auth"
-	"bidgate/persist/pgtest"
+	"bidgate/internal/auth"
+	"bidgate/internal/testdb"
 )
 
 // TestSellerCancel: every case of a seller's cancel, on a cold and on a hot
@@ -81,7 +81,7 @@ func TestSellerCancel(t *testing.T) {
 		})
 		t.Run(mode+": after the end, 409 auction_closed", func(t *testing.T) {
 			id := newAuction(1200 * time.Millisecond)
-			pgtest.WaitForEnd(t, db, id)
+			testdb.WaitForEnd(t, db, id)
 			wantProblem(t, cancel(id, testSeller), 409, "auction_closed")
 			if n := len(cancelEvents(id)); n != 0 {
 				t.Fatalf("%d cancel events for an ended auction", n)

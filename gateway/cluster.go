@@ -1,10 +1,11 @@
 package gateway
 
 import (
-	"bidgate/problem"
+	"bidgate/internal/problem"
+
 	"github.com/valyala/fasthttp"
 
-	"bidgate/auth"
+	"bidgate/internal/auth"
 	"bidgate/ring"
 )
 

@@ -12,7 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/valyala/fasthttp"
 
-	"bidgate/persist/pgtest"
+	"bidgate/internal/testdb"
+	"bidgate/internal/testredis"
 )
 
 // BenchmarkCluster runs one mixed load (200 cold auctions and 2 hot ones,
@@ -22,8 +23,8 @@ import (
 func BenchmarkCluster(b *testing.B) {
 	for _, size := range []int{1, 3} {
 		b.Run(fmt.Sprintf("nodes=%d", size), func(b *testing.B) {
-			db, _ := pgtest.New(b, 48)
-			rdb := pgtest.Redis(b)
+			db, _ := testdb.New(b, 48)
+			rdb := testredis.Client(b)
 			nodes := []*testNode{startNode(b, "n1", db, rdb)}
 			for i := 2; i <= size; i++ {
 				nodes = append(nodes, startNode(b, fmt.Sprintf("n%d", i), db, rdb, nodes[0].ring.Addr()))

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bidgate"
 	"context"
 	"errors"
 	"fmt"
@@ -20,10 +21,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/shopspring/decimal"
 
-	"bidgate/auth"
+	"bidgate/internal/auth"
+	"bidgate/internal/testdb"
+	"bidgate/internal/testredis"
 	"bidgate/persist"
 	"bidgate/persist/kafka"
-	"bidgate/persist/pgtest"
 	"bidgate/ring"
 	"bidgate/shard"
 )
@@ -177,8 +179,8 @@ func agree(want int, nodes []*testNode) bool {
 }
 
 func TestBidsAreServedByTheOwner(t *testing.T) {
-	db, _ := pgtest.New(t, 32)
-	rdb := pgtest.Redis(t)
+	db, _ := testdb.New(t, 32)
+	rdb := testredis.Client(t)
 	n1 := startNode(t, "n1", db, rdb)
 	n2 := startNode(t, "n2", db, rdb, n1.ring.Addr())
 	n3 := startNode(t, "n3", db, rdb, n1.ring.Addr())
@@ -250,8 +252,8 @@ func TestBidsAreServedByTheOwner(t *testing.T) {
 // authenticated the bidder and signed the subject into the request, so a
 // subject that the signature does not cover is refused.
 func TestInternalEndpointNeedsTheSignature(t *testing.T) {
-	db, _ := pgtest.New(t, 8)
-	n := startNode(t, "solo", db, pgtest.Redis(t))
+	db, _ := testdb.New(t, 8)
+	n := startNode(t, "solo", db, testredis.Client(t))
 	id := n.createAuction(validAuction())
 	path := fmt.Sprintf("/auctions/%d/bids", id)
 	body := `{"amount":2000}`
@@ -307,8 +309,8 @@ func TestInternalEndpointNeedsTheSignature(t *testing.T) {
 
 // The cluster routes are operators' (API5, function-level authorization).
 func TestClusterRoutesNeedTheOperatorScope(t *testing.T) {
-	db, _ := pgtest.New(t, 4)
-	n := startNode(t, "solo", db, pgtest.Redis(t)).admin()
+	db, _ := testdb.New(t, 4)
+	n := startNode(t, "solo", db, testredis.Client(t)).admin()
 	for _, path := range []string{"/cluster/members", "/cluster/owner/1"} {
 		t.Run(path, func(t *testing.T) {
 			r := n.do("GET", path, nil)
@@ -330,8 +332,8 @@ func TestClusterRoutesNeedTheOperatorScope(t *testing.T) {
 // failed requests with the same key, as they are told to. At the end every
 // 201 is in PostgreSQL, once, and the history of each auction rises.
 func TestJoinAndCrashUnderLoad(t *testing.T) {
-	db, _ := pgtest.New(t, 48)
-	rdb := pgtest.Redis(t)
+	db, _ := testdb.New(t, 48)
+	rdb := testredis.Client(t)
 	n1 := startNode(t, "n1", db, rdb)
 	n2 := startNode(t, "n2", db, rdb, n1.ring.Addr())
 	n3 := startNode(t, "n3", db, rdb, n1.ring.Addr())
@@ -343,8 +345,8 @@ func TestJoinAndCrashUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(broker.Close)
-	w := kafka.NewWriter(broker.Addrs(), kafka.TopicBidAccepted, kafka.Security{})
-	rd := kafka.NewReader(broker.Addrs(), kafka.TopicBidAccepted, "persister", kafka.Security{})
+	w := kafka.NewWriter(broker.Addrs(), bidgate.TopicBidAccepted, kafka.Security{})
+	rd := kafka.NewReader(broker.Addrs(), bidgate.TopicBidAccepted, "persister", kafka.Security{})
 	t.Cleanup(func() {
 		if err := errors.Join(w.Close(), rd.Close()); err != nil {
 			t.Errorf("close the Kafka clients: %v", err)

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/valyala/fasthttp"
 
-	"bidgate/problem"
+	"bidgate/internal/problem"
 	"bidgate/ring"
 )
 

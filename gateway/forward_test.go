@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/valyala/fasthttp"
 
-	"bidgate/auth"
+	"bidgate/internal/auth"
 	"bidgate/ring"
 	"bidgate/shard"
 )

@@ -7,7 +7,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"bidgate"
-	"bidgate/auth"
+	"bidgate/internal/auth"
 )
 
 // FuzzBidRequest: any body and Idempotency-Key give a BidRequest or an

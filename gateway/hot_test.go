@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"bidgate"
-	"bidgate/auth"
+	"bidgate/internal/auth"
 	"bidgate/shard"
 )
 

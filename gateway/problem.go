@@ -8,7 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"bidgate"
-	"bidgate/problem"
+	"bidgate/internal/problem"
 )
 
 // problemFor maps an error from the shard to the answer the API promises.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"bidgate/auth"
+	"bidgate/internal/auth"
 )
 
 // TestReservePrice: GET says whether the hidden reserve is met, never the

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"bidgate"
-	"bidgate/auth"
-	"bidgate/persist/pgtest"
+	"bidgate/internal/auth"
+	"bidgate/internal/testredis"
 	"bidgate/persist/redisstore"
 )
 
@@ -34,7 +34,7 @@ func history(t *testing.T, db *pgxpool.Pool, id int64, hot bool) []row {
 	t.Helper()
 	var out []row
 	if hot {
-		bids, err := redisstore.New(pgtest.Redis(t)).ReadLog(context.Background(), id, 0)
+		bids, err := redisstore.New(testredis.Client(t)).ReadLog(context.Background(), id, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

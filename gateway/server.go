@@ -26,8 +26,8 @@ import (
 	"golang.org/x/time/rate"
 
 	"bidgate"
-	"bidgate/auth"
-	"bidgate/problem"
+	"bidgate/internal/auth"
+	"bidgate/internal/problem"
 )
 
 // Auctions is what the gateway needs from the shard.

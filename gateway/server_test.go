@@ -20,9 +20,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"bidgate/auth"
+	"bidgate/internal/auth"
 	"bidgate/internal/await"
-	"bidgate/persist/pgtest"
+	"bidgate/internal/testdb"
+	"bidgate/internal/testredis"
 	"bidgate/shard"
 )
 
@@ -123,9 +124,9 @@ func startServerWith(t testing.TB, cfg shard.Config) (*testServer, *pgxpool.Pool
 // startGateway serves a shard of cfg with the gateway configured by gw.
 func startGateway(t testing.TB, gw Config, cfg shard.Config) (*testServer, *pgxpool.Pool) {
 	t.Helper()
-	db, _ := pgtest.New(t, 32)
+	db, _ := testdb.New(t, 32)
 	reg := prometheus.NewRegistry()
-	s := serveWith(t, gw, shard.New(db, pgtest.Redis(t), cfg, reg), db.Ping)
+	s := serveWith(t, gw, shard.New(db, testredis.Client(t), cfg, reg), db.Ping)
 	s.reg = reg
 	return s, db
 }

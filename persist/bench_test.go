@@ -26,7 +26,7 @@ func BenchmarkPersisterThroughput(b *testing.B) {
 	for i := range auctions {
 		auctions[i] = p.hotAuction().ID
 	}
-	w := kafka.NewWriter(p.broker.Addrs(), kafka.TopicBidAccepted, kafka.Security{})
+	w := kafka.NewWriter(p.broker.Addrs(), bidgate.TopicBidAccepted, kafka.Security{})
 	p.closeAtEnd("writer", w.Close)
 	msgs := make([]kafkago.Message, 0, 1000)
 	flush := func() {

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"bidgate/retry"
+	"bidgate/internal/retry"
 )
 
 // listener holds one pool connection that LISTENs on a channel, so that a

@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"bidgate"
 	"context"
 	"fmt"
 	"log/slog"
@@ -12,14 +13,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"bidgate/internal/retry"
 	pkafka "bidgate/persist/kafka"
 	"bidgate/persist/pgstore"
-	"bidgate/retry"
 )
 
 // OutboxConfig tunes an OutboxRelay. Zero values take the defaults.
 type OutboxConfig struct {
-	Topic        string        // outbox rows relayed, and the Writer's topic; default kafka.TopicAuctionClosed
+	Topic        string        // outbox rows relayed, and the Writer's topic; default bidgate.TopicAuctionClosed
 	BatchSize    int           // rows per WriteMessages call; default 500
 	PollInterval time.Duration // longest wait for a notification before polling anyway; default 500ms
 	MinBackoff   time.Duration // first wait after a failure; default retry.DefaultMin
@@ -33,7 +34,7 @@ type OutboxConfig struct {
 
 func (c *OutboxConfig) setDefaults() {
 	if c.Topic == "" {
-		c.Topic = pkafka.TopicAuctionClosed
+		c.Topic = bidgate.TopicAuctionClosed
 	}
 	if c.BatchSize <= 0 {
 		c.BatchSize = 500

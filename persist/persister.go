@@ -19,10 +19,10 @@ import (
 	"golang.org/x/time/rate"
 
 	"bidgate"
+	"bidgate/internal/retry"
 	pkafka "bidgate/persist/kafka"
 	"bidgate/persist/pgstore"
 	"bidgate/persist/redisstore"
-	"bidgate/retry"
 )
 
 // Reader is the part of a Kafka consumer-group reader the persister uses;

@@ -17,10 +17,11 @@ import (
 
 	"bidgate"
 	"bidgate/internal/await"
+	"bidgate/internal/testdb"
 	"bidgate/internal/testport"
+	"bidgate/internal/testredis"
 	"bidgate/persist"
 	"bidgate/persist/kafka"
-	"bidgate/persist/pgtest"
 	"bidgate/persist/redisstore"
 	"bidgate/shard"
 )
@@ -39,8 +40,8 @@ type pipeline struct {
 
 func newPipeline(t testing.TB) *pipeline {
 	t.Helper()
-	db, _ := pgtest.New(t, 16)
-	rdb := pgtest.Redis(t)
+	db, _ := testdb.New(t, 16)
+	rdb := testredis.Client(t)
 	p := &pipeline{t: t, db: db, rdb: rdb, wrote: make(chan struct{}, 1),
 		shard: shard.New(db, rdb, shard.Config{RateLimit: -1, PromoteRate: -1}, prometheus.NewRegistry())}
 	p.startBroker(testport.Free(t))
@@ -84,14 +85,14 @@ func (p *pipeline) run(fn func(ctx context.Context) error) (stop func()) {
 }
 
 func (p *pipeline) relay(cfg persist.RelayConfig) *persist.Relay {
-	w := kafka.NewWriter(p.broker.Addrs(), kafka.TopicBidAccepted, kafka.Security{})
+	w := kafka.NewWriter(p.broker.Addrs(), bidgate.TopicBidAccepted, kafka.Security{})
 	p.closeAtEnd("writer", w.Close)
 	return persist.NewRelay(p.db, p.rdb, w, cfg, prometheus.NewRegistry())
 }
 
 // persister returns a persister in group that announces its batches.
 func (p *pipeline) persister(group string) *persist.Persister {
-	r := kafka.NewReader(p.broker.Addrs(), kafka.TopicBidAccepted, group, kafka.Security{})
+	r := kafka.NewReader(p.broker.Addrs(), bidgate.TopicBidAccepted, group, kafka.Security{})
 	p.closeAtEnd("reader", r.Close)
 	per := persist.NewPersister(p.db, p.rdb, r, persist.PersisterConfig{}, prometheus.NewRegistry())
 	p.announce(per)
@@ -265,7 +266,7 @@ func TestPersisterCrashBetweenInsertAndCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := kafka.NewReader(p.broker.Addrs(), kafka.TopicBidAccepted, "persister", kafka.Security{})
+	r := kafka.NewReader(p.broker.Addrs(), bidgate.TopicBidAccepted, "persister", kafka.Security{})
 	crashing := persist.NewPersister(p.db, p.rdb, r, persist.PersisterConfig{}, prometheus.NewRegistry())
 	crashed := errors.New("crash")
 	persist.SetAfterInsert(crashing, func() error { return crashed })

@@ -177,7 +177,7 @@ func TestPersisterDropsForgedMessages(t *testing.T) {
 			}
 		}
 		m := kafkago.Message{Key: []byte(key), Value: value}
-		kafka.Sign(sign, &m, kafka.TopicBidAccepted)
+		kafka.Sign(sign, &m, bidgate.TopicBidAccepted)
 		return m
 	}
 	id := func(n int64) string { return strconv.FormatInt(n, 10) }
@@ -188,14 +188,14 @@ func TestPersisterDropsForgedMessages(t *testing.T) {
 		forged(hot.ID, id(hot.ID), secret, []byte(`{"auctionId":`)), // not JSON
 		forged(cold.ID, id(cold.ID), secret, nil),                   // signed, but a cold auction
 	}
-	w := kafka.NewWriter(p.broker.Addrs(), kafka.TopicBidAccepted, kafka.Security{})
+	w := kafka.NewWriter(p.broker.Addrs(), bidgate.TopicBidAccepted, kafka.Security{})
 	p.closeAtEnd("writer", w.Close)
 	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
 		t.Fatal(err)
 	}
 
 	reg := prometheus.NewRegistry()
-	r := kafka.NewReader(p.broker.Addrs(), kafka.TopicBidAccepted, "persister", kafka.Security{})
+	r := kafka.NewReader(p.broker.Addrs(), bidgate.TopicBidAccepted, "persister", kafka.Security{})
 	p.closeAtEnd("reader", r.Close)
 	persister := persist.NewPersister(p.db, p.rdb, r, persist.PersisterConfig{Secret: secret}, reg)
 	p.announce(persister)

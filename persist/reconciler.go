@@ -14,9 +14,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"bidgate"
+	"bidgate/internal/retry"
 	"bidgate/persist/pgstore"
 	"bidgate/persist/redisstore"
-	"bidgate/retry"
 )
 
 // ReconcilerConfig tunes a Reconciler. Zero values take the defaults.

@@ -16,10 +16,10 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"bidgate"
+	"bidgate/internal/retry"
 	pkafka "bidgate/persist/kafka"
 	"bidgate/persist/pgstore"
 	"bidgate/persist/redisstore"
-	"bidgate/retry"
 )
 
 // Writer is the part of a Kafka writer the relays use; *kafka.Writer is one.
@@ -339,7 +339,7 @@ func bidMessage(b bidgate.BidAccepted, secret []byte) (kafka.Message, error) {
 		return kafka.Message{}, err
 	}
 	m := kafka.Message{Key: []byte(strconv.FormatInt(b.AuctionID, 10)), Value: v}
-	pkafka.Sign(secret, &m, pkafka.TopicBidAccepted)
+	pkafka.Sign(secret, &m, bidgate.TopicBidAccepted)
 	return m, nil
 }
 

@@ -12,7 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"bidgate"
-	"bidgate/persist/pgtest"
+	"bidgate/internal/testdb"
+	"bidgate/internal/testredis"
 	"bidgate/persist/redisstore"
 )
 
@@ -23,8 +24,8 @@ import (
 // above its turn's amount: the next bid is answered by an automatic row, the
 // one after outbids it, so every bid is still accepted.
 func BenchmarkHotScriptRaw(b *testing.B) {
-	db, _ := pgtest.New(b, 4)
-	s := New(db, pgtest.Redis(b), Config{}, prometheus.NewRegistry())
+	db, _ := testdb.New(b, 4)
+	s := New(db, testredis.Client(b), Config{}, prometheus.NewRegistry())
 	for _, tc := range []struct{ callers, batch, proxy int }{
 		{1, 1, 0}, {64, 1, 0}, {1, 100, 0}, {64, 1, 3}, {1, 100, 3},
 	} {
@@ -69,11 +70,11 @@ func BenchmarkHotScriptRaw(b *testing.B) {
 // the primary's connection. It needs replicas: run it under make
 // test-cluster's cluster (BIDGATE_TEST_REDIS_CLUSTER).
 func BenchmarkHotScriptWait(b *testing.B) {
-	rdb := pgtest.Redis(b)
+	rdb := testredis.Client(b)
 	if _, ok := rdb.(*redis.ClusterClient); !ok {
 		b.Skip("needs a Redis Cluster with replicas (BIDGATE_TEST_REDIS_CLUSTER)")
 	}
-	db, _ := pgtest.New(b, 4)
+	db, _ := testdb.New(b, 4)
 	s := New(db, rdb, Config{}, prometheus.NewRegistry())
 	for _, batch := range []int{1, 16, 100} {
 		for _, wait := range []int{0, 1} {

@@ -9,7 +9,6 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
-	"bidgate/persist/kafka"
 	"bidgate/persist/pgstore"
 	"bidgate/persist/redisstore"
 )
@@ -43,7 +42,7 @@ func (s *Service) buyNowCold(ctx context.Context, r bidgate.BidRequest) (bidgate
 			return err
 		}
 		closed = c
-		return store.AddClosedEvents(ctx, kafka.TopicAuctionClosed, []pgstore.Closed{c})
+		return store.AddClosedEvents(ctx, bidgate.TopicAuctionClosed, []pgstore.Closed{c})
 	})
 	if err != nil {
 		return bidgate.BidResult{}, err

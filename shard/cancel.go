@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"bidgate"
-	"bidgate/persist/kafka"
 	"bidgate/persist/pgstore"
 	"bidgate/persist/redisstore"
 )
@@ -60,7 +59,7 @@ func (s *Service) cancelCold(ctx context.Context, id int64) error {
 			return err
 		}
 		if ok {
-			return store.AddCancelEvents(ctx, kafka.TopicAuctionCancelled, []pgstore.Cancelled{c})
+			return store.AddCancelEvents(ctx, bidgate.TopicAuctionCancelled, []pgstore.Cancelled{c})
 		}
 		a, err := store.Auction(ctx, id)
 		if err != nil {
@@ -113,6 +112,6 @@ func (s *Service) cancelHot(ctx context.Context, id int64) error {
 		if err != nil {
 			return err
 		}
-		return store.AddCancelEvents(ctx, kafka.TopicAuctionCancelled, cancelled)
+		return store.AddCancelEvents(ctx, bidgate.TopicAuctionCancelled, cancelled)
 	})
 }

@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"bidgate"
-	"bidgate/persist/pgtest"
+	"bidgate/internal/testdb"
 )
 
 // TestCancelRacesFirstBid: a seller's cancel and a first bid sent at once
 // never both succeed, on either path, and the auction ends up in the state
 // of the one that did (20 runs each).
 func TestCancelRacesFirstBid(t *testing.T) {
-	db, _ := pgtest.New(t, 8)
+	db, _ := testdb.New(t, 8)
 	s := newService(t, db, Config{RateLimit: -1, PromoteRate: -1})
 	const seller = 9_000_007
 	for _, hot := range []bool{false, true} {

@@ -13,7 +13,8 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
-	"bidgate/persist/pgtest"
+	"bidgate/internal/testdb"
+	"bidgate/internal/testredis"
 	"bidgate/persist/redisstore"
 )
 
@@ -29,7 +30,7 @@ func newService(t *testing.T, db *pgxpool.Pool, cfg Config) *Service {
 	if cfg.PromoteRate == 0 {
 		cfg.PromoteRate = -1
 	}
-	return New(db, pgtest.Redis(t), cfg, prometheus.NewRegistry())
+	return New(db, testredis.Client(t), cfg, prometheus.NewRegistry())
 }
 
 func newAuction(t *testing.T, s *Service, start, inc string, d time.Duration, window, by time.Duration) bidgate.Auction {
@@ -95,7 +96,7 @@ func readFinal(t *testing.T, db *pgxpool.Pool, auction int64) finalState {
 }
 
 func TestConcurrentBidsNeverLoseTheHighest(t *testing.T) {
-	db, _ := pgtest.New(t, 20)
+	db, _ := testdb.New(t, 20)
 	s := newService(t, db, Config{})
 	for run := 0; run < 20; run++ {
 		a := newAuction(t, s, "1000", "10", time.Hour, 0, time.Second)
@@ -162,7 +163,7 @@ func naivePlaceBid(db *pgxpool.Pool) placeFunc {
 }
 
 func TestNaiveReadThenWriteLosesUpdates(t *testing.T) {
-	db, _ := pgtest.New(t, 20)
+	db, _ := testdb.New(t, 20)
 	s := newService(t, db, Config{})
 	lost := 0
 	for run := 0; run < 20; run++ {
@@ -179,7 +180,7 @@ func TestNaiveReadThenWriteLosesUpdates(t *testing.T) {
 }
 
 func TestIdempotencyUnderConcurrency(t *testing.T) {
-	db, _ := pgtest.New(t, 20)
+	db, _ := testdb.New(t, 20)
 	s := newService(t, db, Config{})
 	a := newAuction(t, s, "1000", "10", time.Hour, 0, time.Second)
 	r := bid(a.ID, 42, "1250")
@@ -233,7 +234,7 @@ func TestIdempotencyUnderConcurrency(t *testing.T) {
 // look-up, the second's UPDATE succeeds on the new price, and its INSERT
 // meets the unique constraint, which must undo the UPDATE.
 func TestReusedKeyRaceUndoesThePriceChange(t *testing.T) {
-	db, _ := pgtest.New(t, 20)
+	db, _ := testdb.New(t, 20)
 	s := newService(t, db, Config{})
 	for run := 0; run < 20; run++ {
 		a := newAuction(t, s, "1000", "10", time.Hour, 0, time.Second)
@@ -272,7 +273,7 @@ func sameBid(a, b bidgate.Bid) bool {
 }
 
 func TestAntiSniping(t *testing.T) {
-	db, _ := pgtest.New(t, 4)
+	db, _ := testdb.New(t, 4)
 	s := newService(t, db, Config{})
 
 	t.Run("a bid in the window extends the end", func(t *testing.T) {
@@ -311,7 +312,7 @@ func TestAntiSniping(t *testing.T) {
 	})
 	t.Run("a bid after the end is refused while the status is still OPEN", func(t *testing.T) {
 		a := newAuction(t, s, "100", "1", 1200*time.Millisecond, 0, time.Second)
-		pgtest.WaitForEnd(t, db, a.ID)
+		testdb.WaitForEnd(t, db, a.ID)
 		if _, err := s.PlaceBid(ctx, bid(a.ID, 1, "500")); !errors.Is(err, bidgate.ErrAuctionClosed) {
 			t.Fatalf("bid after the end: %v, want ErrAuctionClosed", err)
 		}
@@ -326,7 +327,7 @@ func TestAntiSniping(t *testing.T) {
 }
 
 func TestBidErrors(t *testing.T) {
-	db, _ := pgtest.New(t, 4)
+	db, _ := testdb.New(t, 4)
 	s := newService(t, db, Config{})
 	a := newAuction(t, s, "1000", "10", time.Hour, 0, time.Second)
 	if _, err := s.PlaceBid(ctx, bid(a.ID, 1, "1010")); err != nil {
@@ -356,7 +357,7 @@ func TestBidErrors(t *testing.T) {
 // anything else is checked, and changes nothing; promotion and a reload of
 // the hot state keep the seller.
 func TestSelfBidding(t *testing.T) {
-	db, _ := pgtest.New(t, 8)
+	db, _ := testdb.New(t, 8)
 	s := newService(t, db, Config{})
 	const seller = 9_000_007
 	for _, mode := range []string{"cold", "hot", "promoted", "reloaded"} {

@@ -7,13 +7,13 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
-	"bidgate/persist/pgtest"
+	"bidgate/internal/testdb"
 )
 
 // TestExtensionCap: anti-sniping moves the end to at most maxEndTime, on
 // both paths; a cap further away than the extension changes nothing.
 func TestExtensionCap(t *testing.T) {
-	db, _ := pgtest.New(t, 4)
+	db, _ := testdb.New(t, 4)
 	s := newService(t, db, Config{})
 	for _, hot := range []bool{false, true} {
 		name := map[bool]string{false: "cold", true: "hot"}[hot]

@@ -14,7 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"bidgate"
-	"bidgate/persist/pgtest"
+	"bidgate/internal/testdb"
+	"bidgate/internal/testredis"
 	"bidgate/persist/redisstore"
 )
 
@@ -25,7 +26,7 @@ import (
 // --redis-wait-replicas 1 every acknowledged bid is in the new primary's
 // log; without, the test reports how many were lost (Redis replicates
 // asynchronously: what the old primary acknowledged alone is gone). Each
-// run starts a cluster of its own (scripts/redis-cluster.sh): it runs under
+// run starts a cluster of its own (internal/testredis/redis-cluster.sh): it runs under
 // make test-cluster.
 func TestFailoverKeepsAcknowledgedBids(t *testing.T) {
 	if os.Getenv("BIDGATE_TEST_REDIS_CLUSTER") == "" {
@@ -45,9 +46,9 @@ func TestFailoverKeepsAcknowledgedBids(t *testing.T) {
 // failover runs one storm with a primary killed in it and returns how many
 // bids were acknowledged and how many of those the cluster lost.
 func failover(t *testing.T, wait, port int) (acked, lost int) {
-	cluster := pgtest.StartRedisCluster(t, port)
+	cluster := testredis.StartCluster(t, port)
 	rdb := cluster.Client(t)
-	db, _ := pgtest.New(t, 8)
+	db, _ := testdb.New(t, 8)
 	s := New(db, rdb, Config{RateLimit: -1, PromoteRate: -1,
 		Replication: redisstore.Replication{Replicas: wait, Timeout: 200 * time.Millisecond}}, prometheus.NewRegistry())
 	a := newHotAuction(t, s, "1000", "1", time.Hour, 0, time.Second)
@@ -73,14 +74,14 @@ func failover(t *testing.T, wait, port int) (acked, lost int) {
 		switch {
 		case cutAt == 0 && len(ackedBy) >= 500:
 			var err error
-			if resume, err = pgtest.IsolateReplica(primary); err != nil {
+			if resume, err = testredis.IsolateReplica(primary); err != nil {
 				t.Errorf("cut the replica off: %v", err)
 				return
 			}
 			cutAt = attempts
 		case cutAt > 0 && !killed && attempts >= cutAt+64:
 			killed = true
-			if err := pgtest.KillRedis(primary); err != nil {
+			if err := testredis.Kill(primary); err != nil {
 				t.Errorf("kill the primary: %v", err)
 			}
 			if err := resume(); err != nil {

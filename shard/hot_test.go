@@ -18,7 +18,7 @@ import (
 
 	"bidgate"
 	"bidgate/internal/await"
-	"bidgate/persist/pgtest"
+	"bidgate/internal/testdb"
 	"bidgate/persist/redisstore"
 )
 
@@ -91,7 +91,7 @@ func checkLog(t *testing.T, log []logEntry, a bidgate.Auction) {
 }
 
 func TestHotConcurrentBidsNeverLoseTheHighest(t *testing.T) {
-	db, _ := pgtest.New(t, 8)
+	db, _ := testdb.New(t, 8)
 	s := newService(t, db, Config{})
 	for run := 0; run < 20; run++ {
 		a := newHotAuction(t, s, "1000", "10", time.Hour, 0, time.Second)
@@ -112,7 +112,7 @@ func TestHotConcurrentBidsNeverLoseTheHighest(t *testing.T) {
 }
 
 func TestHotScriptBranches(t *testing.T) {
-	db, _ := pgtest.New(t, 4)
+	db, _ := testdb.New(t, 4)
 	s := newService(t, db, Config{})
 	one := func(a bidgate.Auction, r bidgate.BidRequest) hotOutcome {
 		t.Helper()
@@ -209,7 +209,7 @@ func TestHotScriptBranches(t *testing.T) {
 // a short auction, retrying some requests with their key, and checks every
 // invariant against the log and the answers.
 func TestHotRandomized(t *testing.T) {
-	db, _ := pgtest.New(t, 8)
+	db, _ := testdb.New(t, 8)
 	s := newService(t, db, Config{})
 	a := newHotAuction(t, s, "1000", "5", 1500*time.Millisecond, 0, time.Second)
 
@@ -302,7 +302,7 @@ func TestHotRandomized(t *testing.T) {
 }
 
 func TestHotIdempotencyUnderConcurrency(t *testing.T) {
-	db, _ := pgtest.New(t, 8)
+	db, _ := testdb.New(t, 8)
 	s := newService(t, db, Config{})
 	a := newHotAuction(t, s, "1000", "10", time.Hour, 0, time.Second)
 	keys := []bidgate.BidRequest{bid(a.ID, 1, "1100"), bid(a.ID, 2, "1200"), bid(a.ID, 3, "1300")}
@@ -348,7 +348,7 @@ func TestHotIdempotencyUnderConcurrency(t *testing.T) {
 }
 
 func TestRateLimitPerBidder(t *testing.T) {
-	db, _ := pgtest.New(t, 4)
+	db, _ := testdb.New(t, 4)
 	s := newService(t, db, Config{RateLimit: 5, RateBurst: 10})
 	a := newHotAuction(t, s, "1000", "1", time.Hour, 0, time.Second)
 	greedy, other := rand.Int64N(1<<40)+1, rand.Int64N(1<<40)+1<<41
@@ -385,7 +385,7 @@ func TestRateLimitPerBidder(t *testing.T) {
 }
 
 func TestPromotionUnderLoad(t *testing.T) {
-	db, _ := pgtest.New(t, 16)
+	db, _ := testdb.New(t, 16)
 	s := newService(t, db, Config{})
 	a := newAuction(t, s, "1000", "1", time.Hour, 0, time.Second)
 
@@ -477,7 +477,7 @@ func TestPromotionUnderLoad(t *testing.T) {
 }
 
 func TestAutomaticPromotion(t *testing.T) {
-	db, _ := pgtest.New(t, 8)
+	db, _ := testdb.New(t, 8)
 	logs := await.NewLog()
 	s := newService(t, db, Config{PromoteRate: 5, Log: slog.New(logs)})
 	a := newAuction(t, s, "1000", "1", time.Hour, 0, time.Second)

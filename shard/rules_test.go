@@ -12,8 +12,8 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
+	"bidgate/internal/testdb"
 	"bidgate/persist/pgstore"
-	"bidgate/persist/pgtest"
 )
 
 func newBuyNowAuction(t *testing.T, s *Service, hot bool, price string) bidgate.Auction {
@@ -34,7 +34,7 @@ func newBuyNowAuction(t *testing.T, s *Service, hot bool, price string) bidgate.
 // was accepted first, and is refused as unavailable; never both, on either
 // path (20 runs each).
 func TestBuyNowRacesFirstBids(t *testing.T) {
-	db, _ := pgtest.New(t, 16)
+	db, _ := testdb.New(t, 16)
 	s := newService(t, db, Config{RateLimit: -1, PromoteRate: -1})
 	const buyer = 77
 	for _, hot := range []bool{false, true} {
@@ -102,7 +102,7 @@ func TestBuyNowRacesFirstBids(t *testing.T) {
 // maximum. Whatever the order, the highest maximum leads at the lower of
 // itself and the second highest accepted maximum plus the increment.
 func TestProxyStorm(t *testing.T) {
-	db, _ := pgtest.New(t, 16)
+	db, _ := testdb.New(t, 16)
 	s := newService(t, db, Config{RateLimit: -1, PromoteRate: -1})
 	for _, hot := range []bool{false, true} {
 		name := map[bool]string{false: "cold", true: "hot"}[hot]
@@ -166,7 +166,7 @@ func TestProxyStorm(t *testing.T) {
 // their maximum across a promotion: a challenger below it is answered on
 // the hot path as on the cold one.
 func TestPromotionCopiesTheHiddenMaximum(t *testing.T) {
-	db, _ := pgtest.New(t, 8)
+	db, _ := testdb.New(t, 8)
 	s := newService(t, db, Config{RateLimit: -1, PromoteRate: -1})
 	a := newAuction(t, s, "1000", "10", time.Hour, 0, time.Second)
 	proxy := bid(a.ID, 1, "1500")
@@ -194,7 +194,7 @@ func TestPromotionCopiesTheHiddenMaximum(t *testing.T) {
 // is lost is loaded again from the rows PostgreSQL holds, the leader's
 // maximum derived from their own rows.
 func TestLostRedisStateKeepsTheHiddenMaximum(t *testing.T) {
-	db, _ := pgtest.New(t, 8)
+	db, _ := testdb.New(t, 8)
 	s := newService(t, db, Config{RateLimit: -1, PromoteRate: -1})
 	a := newHotAuction(t, s, "1000", "10", time.Hour, 0, time.Second)
 	for _, r := range []bidgate.BidRequest{bid(a.ID, 1, "1500"), bid(a.ID, 2, "1200"), bid(a.ID, 1, "1700")} {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bidgate"
 	"context"
 	"flag"
 	"fmt"
@@ -53,7 +54,7 @@ func broker(ctx context.Context, c brokerConfig) error {
 	}
 	defer b.Close()
 	log.Info("embedded Kafka broker listening (messages in memory only)", "addr", b.Addrs()[0],
-		"topics", kafka.Topics, "partitions", c.Partitions)
+		"topics", bidgate.Topics, "partitions", c.Partitions)
 	<-ctx.Done()
 	log.Info("embedded Kafka broker stopping")
 	return nil

@@ -13,9 +13,9 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
-	"bidgate/auth"
 	"bidgate/fanout"
 	"bidgate/gateway"
+	"bidgate/internal/auth"
 	"bidgate/persist/kafka"
 	"bidgate/shard"
 )

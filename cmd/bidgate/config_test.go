@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"bidgate/auth"
+	"bidgate/internal/auth"
 )
 
 func TestConfigFlagsAndEnvironment(t *testing.T) {

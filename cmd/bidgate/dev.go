@@ -16,9 +16,9 @@ import (
 	"syscall"
 	"time"
 
-	"bidgate/auth"
+	"bidgate/internal/auth"
+	"bidgate/internal/retry"
 	"bidgate/persist/pgstore"
-	"bidgate/retry"
 )
 
 // devConfig is `bidgate dev`: a local cluster of node processes.

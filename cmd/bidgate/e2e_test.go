@@ -26,11 +26,10 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"bidgate"
-	"bidgate/auth"
+	"bidgate/internal/auth"
 	"bidgate/internal/await"
+	"bidgate/internal/testdb"
 	"bidgate/internal/testport"
-	"bidgate/persist/kafka"
-	"bidgate/persist/pgtest"
 )
 
 // eventually polls cond until it returns nil, failing the test after limit
@@ -89,7 +88,7 @@ func bearer(t *testing.T, key *auth.SigningKey, user int64, scopes ...string) []
 // and the dev key it trusts tokens of.
 func startBidgate(t *testing.T) (base, broker string, db *pgxpool.Pool, key *auth.SigningKey) {
 	t.Helper()
-	db, dbURL := pgtest.New(t, 4)
+	db, dbURL := testdb.New(t, 4)
 	keyPath, key := devKey(t)
 	cfg, err := parseConfig("serve", append([]string{"--dev-key", keyPath}, clusterArgs...))
 	if err != nil {
@@ -327,7 +326,7 @@ func closedEvents(t *testing.T, broker string, auction int64) []string {
 		if os.Getenv("CI") != "" {
 			t.Fatal("kcat is not installed (CI installs it)")
 		}
-		r := kafkago.NewReader(kafkago.ReaderConfig{Brokers: []string{broker}, Topic: kafka.TopicAuctionClosed,
+		r := kafkago.NewReader(kafkago.ReaderConfig{Brokers: []string{broker}, Topic: bidgate.TopicAuctionClosed,
 			GroupID: "e2e-" + uuid.NewString(), StartOffset: kafkago.FirstOffset, MaxWait: 250 * time.Millisecond})
 		defer func() {
 			if err := r.Close(); err != nil {
@@ -344,7 +343,7 @@ func closedEvents(t *testing.T, broker string, auction int64) []string {
 			}
 		}
 	}
-	out, err := exec.CommandContext(ctx, kcat, "-C", "-b", broker, "-t", kafka.TopicAuctionClosed, "-e", "-q", "-f", "%k\t%s\n").Output()
+	out, err := exec.CommandContext(ctx, kcat, "-C", "-b", broker, "-t", bidgate.TopicAuctionClosed, "-e", "-q", "-f", "%k\t%s\n").Output()
 	if err != nil {
 		t.Fatalf("kcat: %v", err)
 	}

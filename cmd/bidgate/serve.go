@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bidgate"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -17,14 +18,14 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
-	"bidgate/auth"
 	"bidgate/closer"
 	"bidgate/fanout"
 	"bidgate/gateway"
+	"bidgate/internal/auth"
+	"bidgate/internal/retry"
 	"bidgate/persist"
 	"bidgate/persist/kafka"
 	"bidgate/persist/pgstore"
-	"bidgate/retry"
 	"bidgate/ring"
 	"bidgate/shard"
 )
@@ -160,7 +161,7 @@ func serve(ctx context.Context, cfg config) error {
 	if cfg.Roles[roleRelay] {
 		relay = n.bidRelay(members)
 		g.Go(func() error { return relay.Run(work) })
-		for _, topic := range []string{kafka.TopicAuctionClosed, kafka.TopicAuctionCancelled} {
+		for _, topic := range []string{bidgate.TopicAuctionClosed, bidgate.TopicAuctionCancelled} {
 			outbox := n.outboxRelay(topic)
 			g.Go(func() error { return outbox.Run(work) })
 		}
@@ -313,7 +314,7 @@ func (n *node) createTopics(ctx context.Context) {
 // bidRelay relays the hot auctions this node owns; a process without the
 // shard role owns none on the ring, so it relays them all.
 func (n *node) bidRelay(members *ring.Ring) *persist.Relay {
-	w := kafka.NewWriter(n.brokers, kafka.TopicBidAccepted, n.kafkaSec)
+	w := kafka.NewWriter(n.brokers, bidgate.TopicBidAccepted, n.kafkaSec)
 	n.cleanup = append(n.cleanup, func() { w.Close() })
 	cfg := persist.RelayConfig{Secret: []byte(n.cfg.ClusterSecret), Replication: n.cfg.Shard.Replication, Log: n.log}
 	if n.cfg.Roles[roleShard] {
@@ -416,7 +417,7 @@ func (n *node) outboxRelay(topic string) *persist.OutboxRelay {
 }
 
 func (n *node) persister() *persist.Persister {
-	r := kafka.NewReader(n.brokers, kafka.TopicBidAccepted, n.cfg.PersisterGroup, n.kafkaSec)
+	r := kafka.NewReader(n.brokers, bidgate.TopicBidAccepted, n.cfg.PersisterGroup, n.kafkaSec)
 	n.cleanup = append(n.cleanup, func() { r.Close() })
 	return persist.NewPersister(n.db, n.rdb, r, persist.PersisterConfig{Secret: []byte(n.cfg.ClusterSecret), Log: n.log}, n.reg)
 }

@@ -19,9 +19,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"bidgate/auth"
+	"bidgate/internal/auth"
+	"bidgate/internal/testdb"
 	"bidgate/internal/testport"
-	"bidgate/persist/pgtest"
 )
 
 // TestMain lets a test run this test binary as bidgate itself, a real OS
@@ -138,7 +138,7 @@ func serveArgs(t *testing.T, dbURL, keyPath string, extra ...string) (args []str
 // A node whose seeds do not answer keeps trying, and meanwhile holds no
 // port: a client is refused at once instead of hanging.
 func TestNodeListensOnlyOnceJoined(t *testing.T) {
-	_, dbURL := pgtest.New(t, 2)
+	_, dbURL := testdb.New(t, 2)
 	keyPath, _ := devKey(t)
 	args, base := serveArgs(t, dbURL, keyPath, "--seeds", testport.Addr(t),
 		"--cluster-secret", "s3cret-for-the-test-only")
@@ -159,7 +159,7 @@ func TestNodeListensOnlyOnceJoined(t *testing.T) {
 // A node starts and takes bids while no Kafka broker answers: hot bids wait
 // in Redis for the relay.
 func TestNodeServesWithoutKafka(t *testing.T) {
-	_, dbURL := pgtest.New(t, 4)
+	_, dbURL := testdb.New(t, 4)
 	keyPath, key := devKey(t)
 	args, base := serveArgs(t, dbURL, keyPath, "--kafka", testport.Addr(t))
 	p := startProcess(t, args...)
@@ -275,7 +275,7 @@ func TestTokenCommand(t *testing.T) {
 // memberlist refuses its messages, it is never listed and never given an
 // auction, and it keeps retrying without ever serving.
 func TestNodeWithoutTheClusterKeyCannotJoin(t *testing.T) {
-	_, dbURL := pgtest.New(t, 4)
+	_, dbURL := testdb.New(t, 4)
 	keyPath, key := devKey(t)
 	gossip := testport.Free(t)
 	args, _ := serveArgs(t, dbURL, keyPath, "--node-id", "honest", "--gossip-port", strconv.Itoa(gossip))
@@ -311,7 +311,7 @@ func TestNodeWithoutTheClusterKeyCannotJoin(t *testing.T) {
 // --max-conns, half the limit, sheds such a flood before; it is raised here
 // so that the descriptors really run out.)
 func TestNodeSurvivesRunningOutOfDescriptors(t *testing.T) {
-	_, dbURL := pgtest.New(t, 4)
+	_, dbURL := testdb.New(t, 4)
 	keyPath, _ := devKey(t)
 	args, base := serveArgs(t, dbURL, keyPath, "--postgres-conns", "4", "--max-conns", "100000", "--max-conns-per-ip", "100000")
 	p := startProcessEnv(t, []string{"BIDGATE_TEST_NOFILE=256"}, args...)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"bidgate/auth"
+	"bidgate/internal/auth"
 )
 
 // tokenConfig is `bidgate token`: a token for the dev cluster.

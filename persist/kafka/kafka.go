@@ -4,6 +4,7 @@
 package kafka
 
 import (
+	"bidgate"
 	"context"
 	"errors"
 	"fmt"
@@ -14,17 +15,6 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
-
-// Topics, all keyed by auction id so that one auction's messages keep
-// their order in one partition.
-const (
-	TopicBidAccepted      = "bid-accepted"
-	TopicAuctionClosed    = "auction-closed"
-	TopicAuctionCancelled = "auction-cancelled"
-)
-
-// Topics lists every topic bidgate uses.
-var Topics = []string{TopicBidAccepted, TopicAuctionClosed, TopicAuctionCancelled}
 
 // Embedded is an in-process Kafka-protocol broker on a loopback port. It
 // keeps messages in memory: a restart forgets them, which the relays allow
@@ -40,7 +30,7 @@ func StartEmbedded(port, partitions int) (*Embedded, error) {
 		kfake.NumBrokers(1),
 		kfake.Ports(port),
 		kfake.DefaultNumPartitions(partitions),
-		kfake.SeedTopics(int32(partitions), Topics...),
+		kfake.SeedTopics(int32(partitions), bidgate.Topics...),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("start embedded Kafka broker: %w", err)
@@ -71,8 +61,8 @@ func EnsureTopics(ctx context.Context, brokers []string, sec Security, partition
 		return fmt.Errorf("connect to the Kafka controller: %w", err)
 	}
 	defer cc.Close()
-	configs := make([]kafka.TopicConfig, len(Topics))
-	for i, t := range Topics {
+	configs := make([]kafka.TopicConfig, len(bidgate.Topics))
+	for i, t := range bidgate.Topics {
 		configs[i] = kafka.TopicConfig{Topic: t, NumPartitions: partitions, ReplicationFactor: replication}
 	}
 	err = cc.CreateTopics(configs...)

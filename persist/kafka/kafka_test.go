@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"bidgate"
 	"context"
 	"fmt"
 	"os"
@@ -24,7 +25,7 @@ func TestEmbeddedBrokerRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	w := NewWriter(e.Addrs(), TopicBidAccepted, Security{})
+	w := NewWriter(e.Addrs(), bidgate.TopicBidAccepted, Security{})
 	defer w.Close()
 	msgs := make([]kafka.Message, 1000)
 	for i := range msgs {
@@ -34,7 +35,7 @@ func TestEmbeddedBrokerRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := NewReader(e.Addrs(), TopicBidAccepted, "test", Security{})
+	r := NewReader(e.Addrs(), bidgate.TopicBidAccepted, "test", Security{})
 	defer r.Close()
 	last := map[string]int{} // per key, values must rise: order is kept
 	for range msgs {
@@ -63,7 +64,7 @@ func TestEmbeddedBrokerRoundTrip(t *testing.T) {
 		}
 		t.Skip("kcat not installed")
 	}
-	out, err := exec.CommandContext(ctx, kcat, "-C", "-b", e.Addrs()[0], "-t", TopicBidAccepted, "-e", "-q", "-f", "%s\n").Output()
+	out, err := exec.CommandContext(ctx, kcat, "-C", "-b", e.Addrs()[0], "-t", bidgate.TopicBidAccepted, "-e", "-q", "-f", "%s\n").Output()
 	if err != nil {
 		t.Fatalf("kcat: %v", err)
 	}

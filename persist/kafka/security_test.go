@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"bidgate"
 	"context"
 	"crypto/tls"
 	"testing"
@@ -45,12 +46,12 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 			if err := EnsureTopics(ctx, addrs, sec, 2, 1); err != nil {
 				t.Fatal(err)
 			}
-			w := NewWriter(addrs, TopicBidAccepted, sec)
+			w := NewWriter(addrs, bidgate.TopicBidAccepted, sec)
 			defer w.Close()
 			if err := w.WriteMessages(ctx, kafkago.Message{Key: []byte("1"), Value: []byte(tc.name)}); err != nil {
 				t.Fatal(err)
 			}
-			r := NewReader(addrs, TopicBidAccepted, "group-"+tc.name, sec)
+			r := NewReader(addrs, bidgate.TopicBidAccepted, "group-"+tc.name, sec)
 			defer r.Close()
 			for {
 				m, err := r.FetchMessage(ctx)
@@ -81,7 +82,7 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			w := NewWriter(addrs, TopicBidAccepted, sec)
+			w := NewWriter(addrs, bidgate.TopicBidAccepted, sec)
 			defer w.Close()
 			if err := w.WriteMessages(ctx, kafkago.Message{Key: []byte("1"), Value: []byte("refused")}); err == nil {
 				t.Fatal("produced with " + tc.name)

@@ -5,13 +5,13 @@ import (
 	"sync"
 	"testing"
 
+	"bidgate/internal/testdb"
 	"bidgate/persist/pgstore"
-	"bidgate/persist/pgtest"
 )
 
 // Nodes starting together all migrate; the schema must come out once.
 func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
-	db, _ := pgtest.New(t, 8)
+	db, _ := testdb.New(t, 8)
 	if _, err := db.Exec(context.Background(), `DROP TABLE outbox, bid, auction, schema_migrations`); err != nil {
 		t.Fatal(err)
 	}

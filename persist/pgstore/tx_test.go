@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"bidgate/internal/await"
+	"bidgate/internal/testdb"
 	"bidgate/persist/pgstore"
-	"bidgate/persist/pgtest"
 )
 
 // TestInTxFinishesItsCommit: a context that ends while the commit is under
@@ -19,7 +19,7 @@ import (
 // transaction back.
 func TestInTxFinishesItsCommit(t *testing.T) {
 	ctx := context.Background()
-	db, _ := pgtest.New(t, 4)
+	db, _ := testdb.New(t, 4)
 	if _, err := db.Exec(ctx, `
 CREATE TABLE slow (x int);
 CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -11,7 +11,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
-	"bidgate/persist/pgtest"
+	"bidgate/internal/testredis"
 	"bidgate/persist/redisstore"
 )
 
@@ -20,7 +20,7 @@ import (
 // none (the single test Redis), its bidders get ErrUnavailable after the
 // timeout, and a retry with the same key tells that the bid was kept.
 func TestWaitForReplicas(t *testing.T) {
-	rdb := pgtest.Redis(t)
+	rdb := testredis.Client(t)
 	_, cluster := rdb.(*redis.ClusterClient)
 	plain := redisstore.New(rdb)
 	a := scratch(t, plain)
@@ -54,7 +54,7 @@ func TestWaitForReplicas(t *testing.T) {
 // cluster). It needs replicas: run it under make test-cluster's cluster
 // (BIDGATE_TEST_REDIS_CLUSTER).
 func BenchmarkWaitReplicated(b *testing.B) {
-	rdb := pgtest.Redis(b)
+	rdb := testredis.Client(b)
 	if _, ok := rdb.(*redis.ClusterClient); !ok {
 		b.Skip("needs a Redis Cluster with replicas (BIDGATE_TEST_REDIS_CLUSTER)")
 	}

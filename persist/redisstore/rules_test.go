@@ -10,7 +10,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
-	"bidgate/persist/pgtest"
+	"bidgate/internal/testredis"
 	"bidgate/persist/redisstore"
 )
 
@@ -20,7 +20,7 @@ import (
 // agree on it). Replays, within the batch, from a later batch and from
 // records Load wrote, answer like the original.
 func TestEveryRuleInOneBatch(t *testing.T) {
-	rs := redisstore.New(pgtest.Redis(t))
+	rs := redisstore.New(testredis.Client(t))
 	a := scratch(t, rs) // start 100, increment 1, seller 1
 	a.ReservePrice = decimal.NewNullDecimal(decimal.NewFromInt(150))
 	if _, err := rs.Load(ctx, a, nil, true); err != nil {
@@ -138,7 +138,7 @@ func TestEveryRuleInOneBatch(t *testing.T) {
 // Redis's clock; it is answered as a replay after, and refused once a bid
 // was accepted or without a price.
 func TestBuyNowScript(t *testing.T) {
-	rs := redisstore.New(pgtest.Redis(t))
+	rs := redisstore.New(testredis.Client(t))
 	a := scratch(t, rs)
 	a.BuyNowPrice = decimal.NewNullDecimal(decimal.NewFromInt(500))
 	if _, err := rs.Load(ctx, a, nil, true); err != nil {

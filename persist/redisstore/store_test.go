@@ -10,7 +10,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
-	"bidgate/persist/pgtest"
+	"bidgate/internal/testredis"
 	"bidgate/persist/redisstore"
 )
 
@@ -41,7 +41,7 @@ func scratch(t *testing.T, rs *redisstore.Store, bids ...bidgate.Bid) bidgate.Au
 // recognized by bid_batch.lua's own record parser: the same request is a
 // replay with the original seq and times, another amount a reused key.
 func TestRecordCodec(t *testing.T) {
-	rs := redisstore.New(pgtest.Redis(t))
+	rs := redisstore.New(testredis.Client(t))
 	at := time.UnixMicro(1_700_000_000_123_456).UTC()
 	stored := bidgate.Bid{BidderID: 42, Amount: decimal.RequireFromString("123.45"), RequestID: uuid.New(),
 		Seq: 1, AcceptedAt: at, EndTime: at.Add(time.Hour)}
@@ -66,7 +66,7 @@ func TestRecordCodec(t *testing.T) {
 // after it, in the format ParseUpdate reads; one that accepts none is
 // silent.
 func TestBatchPublishesState(t *testing.T) {
-	rdb := pgtest.Redis(t)
+	rdb := testredis.Client(t)
 	rs := redisstore.New(rdb)
 	a := scratch(t, rs)
 	sub := rdb.SSubscribe(ctx, redisstore.Channel(a.ID))

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"bidgate/retry"
+	"bidgate/internal/retry"
 )
 
 // Subscriber receives the state updates of the auctions it is subscribed

@@ -13,7 +13,7 @@ import (
 
 	"bidgate"
 	"bidgate/internal/await"
-	"bidgate/persist/pgtest"
+	"bidgate/internal/testredis"
 	"bidgate/persist/redisstore"
 )
 
@@ -24,7 +24,7 @@ import (
 // taken; an unsubscribed auction leaves no subscription behind.
 func TestSubscriber(t *testing.T) {
 	name := "subscriber-test-" + uuid.NewString()
-	rdb := named(t, pgtest.Redis(t), name)
+	rdb := named(t, testredis.Client(t), name)
 	rs := redisstore.New(rdb)
 	sub := newSubscriber(t, rdb, 256)
 
@@ -251,7 +251,7 @@ func TestSubscriberFollowsAMovedSlot(t *testing.T) {
 	if os.Getenv("BIDGATE_TEST_REDIS_CLUSTER") == "" {
 		t.Skip("a Redis Cluster test: make test-cluster")
 	}
-	cluster := pgtest.StartRedisCluster(t, 7460)
+	cluster := testredis.StartCluster(t, 7460)
 	rdb := cluster.Client(t)
 	rs := redisstore.New(rdb)
 	sub := newSubscriber(t, rdb, 16)
@@ -326,7 +326,7 @@ func moveSlot(t *testing.T, key string, from, to *redis.Client, masters []*redis
 // updates.
 func TestSubscriberUnderChurn(t *testing.T) {
 	name := "subscriber-churn-" + uuid.NewString()
-	rdb := named(t, pgtest.Redis(t), name)
+	rdb := named(t, testredis.Client(t), name)
 	rs := redisstore.New(rdb)
 	sub := newSubscriber(t, rdb, 64)
 	drained := make(chan struct{})

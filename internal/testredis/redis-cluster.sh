@@ -5,9 +5,9 @@
 # that a failover takes seconds; a replica always may take over (validity
 # factor 0), however long ago it last heard from its primary.
 #
-#   scripts/redis-cluster.sh start DIR [BASE]   prints the nodes' addresses, comma-separated
-#   scripts/redis-cluster.sh restart DIR PORT   starts a killed node again
-#   scripts/redis-cluster.sh stop DIR
+#   internal/testredis/redis-cluster.sh start DIR [BASE]   prints the nodes' addresses, comma-separated
+#   internal/testredis/redis-cluster.sh restart DIR PORT   starts a killed node again
+#   internal/testredis/redis-cluster.sh stop DIR
 set -euo pipefail
 
 cmd=${1:?start or stop}

@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"bidgate/auth"
+	"bidgate/internal/auth"
 	"bidgate/internal/testport"
 )
 
@@ -81,7 +81,7 @@ const (
 // redisSetup is the Redis a scenario runs on.
 type redisSetup struct {
 	// cluster: a Redis Cluster of 3 primaries and 3 replicas
-	// (scripts/redis-cluster.sh) instead of one server with an
+	// (internal/testredis/redis-cluster.sh) instead of one server with an
 	// append-only file.
 	cluster bool
 	// waitReplicas is the nodes' --redis-wait-replicas.

@@ -1,7 +1,7 @@
-// Package pgtest gives tests a PostgreSQL database of their own (created with
-// a random name on the local server, migrated, dropped when the test ends)
-// and a client on the local Redis.
-package pgtest
+// Package testdb gives tests a PostgreSQL database of their own: created
+// with a random name on the local server, migrated, dropped when the test
+// ends.
+package testdb
 
 import (
 	"context"
@@ -11,13 +11,11 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
 
 	"bidgate/persist/pgstore"
 )
@@ -121,31 +119,4 @@ func WaitForEnd(tb testing.TB, db *pgxpool.Pool, auction int64) {
 		`SELECT pg_sleep_until(end_time + INTERVAL '1 millisecond') FROM auction WHERE id = $1`, auction); err != nil {
 		tb.Fatal(err)
 	}
-}
-
-// Redis returns a client on the test Redis server (BIDGATE_TEST_REDIS_ADDR,
-// default 127.0.0.1:6379), or on the Redis Cluster whose nodes
-// BIDGATE_TEST_REDIS_CLUSTER lists (make test-cluster), closed when tb ends.
-func Redis(tb testing.TB) redis.UniversalClient {
-	tb.Helper()
-	var rdb redis.UniversalClient
-	addr := os.Getenv("BIDGATE_TEST_REDIS_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:6379"
-	}
-	if cluster := os.Getenv("BIDGATE_TEST_REDIS_CLUSTER"); cluster != "" {
-		addr = cluster
-		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(cluster, ",")})
-	} else {
-		rdb = redis.NewClient(&redis.Options{Addr: addr})
-	}
-	if err := rdb.Ping(context.Background()).Err(); err != nil {
-		tb.Fatalf("connect to the test Redis server (%s): %v", addr, err)
-	}
-	tb.Cleanup(func() {
-		if err := rdb.Close(); err != nil {
-			tb.Errorf("close the test Redis client: %v", err)
-		}
-	})
-	return rdb
 }

@@ -18,7 +18,7 @@
 //
 // The scenarios: broker-kill, broker-outage-60s, node-kill, redis-kill,
 // postgres-stop, rolling-restart, and on a Redis Cluster (started by
-// scripts/redis-cluster.sh on ports 7500-7505) redis-failover and
+// internal/testredis/redis-cluster.sh on ports 7500-7505) redis-failover and
 // redis-failover-nowait (see scenarios.go). The tests are behind the build
 // tag chaos:
 //

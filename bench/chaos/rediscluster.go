@@ -14,11 +14,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"bidgate/persist/pgtest"
+	"bidgate/internal/testredis"
 	"bidgate/persist/redisstore"
 )
 
-// clusterScript is scripts/redis-cluster.sh of this checkout (TestMain
+// clusterScript is internal/testredis/redis-cluster.sh of this checkout (TestMain
 // sets it).
 var clusterScript string
 
@@ -27,7 +27,7 @@ var clusterScript string
 const redisClusterBase = 7500
 
 // redisCluster is a scenario's Redis Cluster of 3 primaries and 3 replicas,
-// started by scripts/redis-cluster.sh. Its servers are daemons outside the
+// started by internal/testredis/redis-cluster.sh. Its servers are daemons outside the
 // stack's process list: the scenario kills one of them on purpose.
 type redisCluster struct {
 	script, dir string
@@ -90,7 +90,7 @@ func redisFailover(ctx context.Context, s *stack, tl *timeline) error {
 	}
 	killed := primary.Options().Addr
 	tl.begin(fmt.Sprintf("cut off the replica of primary %s (hot auction %d)", killed, id))
-	resume, err := pgtest.IsolateReplica(primary)
+	resume, err := testredis.IsolateReplica(primary)
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func redisFailover(ctx context.Context, s *stack, tl *timeline) error {
 		return err
 	}
 	tl.mark("kill -9 primary " + killed + ", resume the replica")
-	if err := pgtest.KillRedis(primary); err != nil {
+	if err := testredis.Kill(primary); err != nil {
 		return fmt.Errorf("kill redis %s: %w", killed, err)
 	}
 	if err := resume(); err != nil {

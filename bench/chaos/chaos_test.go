@@ -45,7 +45,7 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(tmp)
 	bin = filepath.Join(tmp, "bidgate")
-	clusterScript = filepath.Join(root, "scripts", "redis-cluster.sh")
+	clusterScript = filepath.Join(root, "internal", "testredis", "redis-cluster.sh")
 	started := time.Now()
 	if err := runOnce(context.Background(), filepath.Join(tmp, "build.log"), nil, root, os.Environ(),
 		"go", "build", "-o", bin, "./cmd/bidgate"); err != nil {

@@ -1,13 +1,13 @@
-package pgtest
+package testredis
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,24 +19,21 @@ import (
 	"bidgate/internal/await"
 )
 
-// RedisCluster is a Redis Cluster of a test's own, for tests that kill its
-// nodes: 3 primaries and 3 replicas started by scripts/redis-cluster.sh on
+// Cluster is a Redis Cluster of a test's own, for tests that kill its
+// nodes: 3 primaries and 3 replicas started by redis-cluster.sh (beside this file) on
 // loopback ports from a base port, stopped when the test ends.
-type RedisCluster struct {
+type Cluster struct {
 	Addrs  []string
 	dir    string
 	script string
 }
 
-// StartRedisCluster starts a cluster on ports port.. port+5 (and their bus
+// StartCluster starts a cluster on ports port.. port+5 (and their bus
 // ports, 10000 above).
-func StartRedisCluster(tb testing.TB, port int) *RedisCluster {
+func StartCluster(tb testing.TB, port int) *Cluster {
 	tb.Helper()
-	script, err := findScript("scripts/redis-cluster.sh")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	c := &RedisCluster{dir: tb.TempDir(), script: script}
+	script := script()
+	c := &Cluster{dir: tb.TempDir(), script: script}
 	out, err := exec.Command(script, "start", c.dir, strconv.Itoa(port)).Output()
 	if err != nil {
 		tb.Fatalf("start a Redis Cluster on port %d: %v", port, err)
@@ -51,23 +48,23 @@ func StartRedisCluster(tb testing.TB, port int) *RedisCluster {
 }
 
 // Client returns a client on the cluster, closed when tb ends.
-func (c *RedisCluster) Client(tb testing.TB) *redis.ClusterClient {
+func (c *Cluster) Client(tb testing.TB) *redis.ClusterClient {
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs})
 	tb.Cleanup(func() { rdb.Close() })
 	return rdb
 }
 
-// KillRedis kills the redis-server behind node with SIGKILL.
-func KillRedis(node *redis.Client) error {
-	pid, err := RedisPID(node)
+// Kill kills the redis-server behind node with SIGKILL.
+func Kill(node *redis.Client) error {
+	pid, err := PID(node)
 	if err != nil {
 		return err
 	}
 	return syscall.Kill(pid, syscall.SIGKILL)
 }
 
-// RedisPID is the process id of the redis-server behind node.
-func RedisPID(node *redis.Client) (int, error) {
+// PID is the process id of the redis-server behind node.
+func PID(node *redis.Client) (int, error) {
 	info, err := node.Info(context.Background(), "server").Result()
 	if err != nil {
 		return 0, fmt.Errorf("INFO server of %s: %w", node.Options().Addr, err)
@@ -90,7 +87,7 @@ func IsolateReplica(primary *redis.Client) (resume func() error, err error) {
 		return nil, err
 	}
 	defer replica.Close()
-	pid, err := RedisPID(replica)
+	pid, err := PID(replica)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +129,7 @@ func replicaOf(primary *redis.Client) (*redis.Client, error) {
 
 // AwaitPromotion waits until the cluster has promoted a primary other than
 // killed for key's slot and returns its address.
-func (c *RedisCluster) AwaitPromotion(tb testing.TB, rdb *redis.ClusterClient, killed, key string) string {
+func (c *Cluster) AwaitPromotion(tb testing.TB, rdb *redis.ClusterClient, killed, key string) string {
 	tb.Helper()
 	return await.Until(tb, 20*time.Second, "a replica promoted in place of "+killed, nil, func() (string, bool) {
 		rdb.ReloadState(context.Background())
@@ -145,27 +142,14 @@ func (c *RedisCluster) AwaitPromotion(tb testing.TB, rdb *redis.ClusterClient, k
 }
 
 // Restart starts a killed node again; it rejoins as a replica.
-func (c *RedisCluster) Restart(addr string) error {
+func (c *Cluster) Restart(addr string) error {
 	_, port, _ := strings.Cut(addr, ":")
 	return exec.Command(c.script, "restart", c.dir, port).Run()
 }
 
-// findScript finds a file of the repository from a test's working
-// directory (its package's).
-func findScript(rel string) (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		p := filepath.Join(dir, rel)
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New(rel + " not found above the working directory")
-		}
-		dir = parent
-	}
+// script is redis-cluster.sh, found beside this file: tests run in their
+// own package's directory, and make test-cluster runs it too.
+func script() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "redis-cluster.sh")
 }
