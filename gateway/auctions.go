@@ -9,7 +9,6 @@ import (
 
 	"bidgate"
 	"bidgate/internal/auth"
-	"bidgate/internal/problem"
 )
 
 type createAuctionRequest struct {
@@ -29,11 +28,11 @@ type createAuctionRequest struct {
 // toNewAuction checks presence and formats; bidgate.NewAuction.Validate
 // checks the values.
 func (r createAuctionRequest) toNewAuction(seller auth.Principal) (bidgate.NewAuction, error) {
+	sellerID, err := actingUser(seller.UserID, r.SellerID, "sellerId", "invalid_seller_id")
+	if err != nil {
+		return bidgate.NewAuction{}, err
+	}
 	switch {
-	case seller.UserID == 0 && r.SellerID == nil: // authentication is off
-		return bidgate.NewAuction{}, bidgate.InvalidInput("invalid_seller_id", "sellerId is required when authentication is off")
-	case seller.UserID != 0 && r.SellerID != nil && *r.SellerID != seller.UserID:
-		return bidgate.NewAuction{}, bidgate.ErrSubjectMismatch
 	case r.Title == nil:
 		return bidgate.NewAuction{}, bidgate.InvalidInput("invalid_title", "title is required")
 	case !r.StartPrice.Set:
@@ -48,7 +47,7 @@ func (r createAuctionRequest) toNewAuction(seller auth.Principal) (bidgate.NewAu
 		return bidgate.NewAuction{}, bidgate.InvalidInput("invalid_end_time", "endTime must be an RFC 3339 time such as 2030-01-02T15:04:05Z")
 	}
 	n := bidgate.NewAuction{
-		SellerID: cmpOr(seller.UserID, r.SellerID), Title: *r.Title, StartPrice: r.StartPrice.Decimal,
+		SellerID: sellerID, Title: *r.Title, StartPrice: r.StartPrice.Decimal,
 		// PostgreSQL keeps microseconds; truncating here makes that explicit.
 		MinIncrement: r.MinIncrement.Decimal, EndTime: end.Truncate(time.Microsecond), Hot: r.Hot,
 		ExtendWindow: bidgate.DefaultExtendWindow, ExtendBy: bidgate.DefaultExtendBy,
@@ -135,19 +134,19 @@ func newAuctionResponse(a bidgate.Auction) auctionResponse {
 func (s *Server) createAuction(ctx *fasthttp.RequestCtx, seller auth.Principal) {
 	var req createAuctionRequest
 	if err := decodeJSON(ctx, &req); err != nil {
-		problem.Write(ctx, problemFor(err, s.log))
+		s.writeError(ctx, err)
 		return
 	}
 	n, err := req.toNewAuction(seller)
 	if err != nil {
-		problem.Write(ctx, problemFor(err, s.log))
+		s.writeError(ctx, err)
 		return
 	}
 	c, cancel := s.requestContext(ctx)
 	defer cancel()
 	a, err := s.auctions.CreateAuction(c, n)
 	if err != nil {
-		problem.Write(ctx, problemFor(err, s.log))
+		s.writeError(ctx, err)
 		return
 	}
 	ctx.Response.Header.Set("Location", "/auctions/"+strconv.FormatInt(a.ID, 10))
@@ -158,36 +157,17 @@ func (s *Server) createAuction(ctx *fasthttp.RequestCtx, seller auth.Principal) 
 func (s *Server) getAuction(ctx *fasthttp.RequestCtx) {
 	id, err := pathID(ctx, "id")
 	if err != nil {
-		problem.Write(ctx, problemFor(err, s.log))
+		s.writeError(ctx, err)
 		return
 	}
 	c, cancel := s.requestContext(ctx)
 	defer cancel()
 	a, err := s.auctions.Auction(c, id)
 	if err != nil {
-		problem.Write(ctx, problemFor(err, s.log))
+		s.writeError(ctx, err)
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, newAuctionResponse(a))
-}
-
-// watch serves WS /ws/auctions/{id}: the fanout hub answers, on any node.
-func (s *Server) watch(ctx *fasthttp.RequestCtx) {
-	id, err := pathID(ctx, "id")
-	if err != nil {
-		problem.Write(ctx, problemFor(err, s.log))
-		return
-	}
-	s.cfg.Viewers.ServeWS(ctx, id)
-}
-
-// cmpOr is the authenticated user, or with authentication off the one the
-// body names.
-func cmpOr(user int64, body *int64) int64 {
-	if user == 0 {
-		return *body
-	}
-	return user
 }
 
 // cancelRequest is the body of POST /auctions/{id}/cancel: empty, or the
@@ -201,29 +181,44 @@ type cancelRequest struct {
 func (s *Server) cancelAuction(ctx *fasthttp.RequestCtx, seller auth.Principal) {
 	id, err := pathID(ctx, "id")
 	if err != nil {
-		problem.Write(ctx, problemFor(err, s.log))
+		s.writeError(ctx, err)
 		return
 	}
 	var req cancelRequest
 	if len(ctx.PostBody()) > 0 {
 		if err := decodeJSON(ctx, &req); err != nil {
-			problem.Write(ctx, problemFor(err, s.log))
+			s.writeError(ctx, err)
 			return
 		}
 	}
-	switch {
-	case seller.UserID == 0 && req.SellerID == nil: // authentication is off
-		problem.Write(ctx, problemFor(bidgate.InvalidInput("invalid_seller_id", "sellerId is required when authentication is off"), s.log))
-		return
-	case seller.UserID != 0 && req.SellerID != nil && *req.SellerID != seller.UserID:
-		problem.Write(ctx, problemFor(bidgate.ErrSubjectMismatch, s.log))
+	sellerID, err := actingUser(seller.UserID, req.SellerID, "sellerId", "invalid_seller_id")
+	if err != nil {
+		s.writeError(ctx, err)
 		return
 	}
 	c, cancel := s.requestContext(ctx)
 	defer cancel()
-	a, err := s.auctions.Cancel(c, id, cmpOr(seller.UserID, req.SellerID))
+	a, err := s.auctions.Cancel(c, id, sellerID)
 	if err != nil {
-		problem.Write(ctx, problemFor(err, s.log))
+		s.writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, newAuctionResponse(a))
+}
+
+// promote serves POST /auctions/{id}/promote, an operator's call: the
+// auction moves to the hot path now.
+func (s *Server) promote(ctx *fasthttp.RequestCtx, _ auth.Principal) {
+	id, err := pathID(ctx, "id")
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	c, cancel := s.requestContext(ctx)
+	defer cancel()
+	a, err := s.auctions.Promote(c, id, "operator")
+	if err != nil {
+		s.writeError(ctx, err)
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, newAuctionResponse(a))

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bidgate/internal/problem"
 	"bytes"
 	"math"
 	"sync"
@@ -10,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"golang.org/x/time/rate"
 
+	"bidgate"
 	"bidgate/internal/auth"
 )
 
@@ -17,6 +17,14 @@ import (
 type Authenticator interface {
 	Verify(token string) (auth.Principal, error)
 }
+
+// The refusals of a request without a token this node accepts.
+var (
+	errNoToken         = refuse(fasthttp.StatusUnauthorized, "unauthenticated", "this route needs Authorization: Bearer <token>")
+	errNoTokenAccepted = refuse(fasthttp.StatusUnauthorized, "unauthenticated", "this node accepts no token")
+	errInvalidToken    = refuse(fasthttp.StatusUnauthorized, "unauthenticated",
+		"the bearer token is malformed, expired, not yet valid, wrongly signed or not for this service")
+)
 
 // authorized wraps a handler that needs a caller holding scope. It answers
 // 401 for a missing or invalid token (RFC 6750), 403 for a missing scope,
@@ -30,23 +38,22 @@ func (s *Server) authorized(scope string, h func(*fasthttp.RequestCtx, auth.Prin
 		}
 		addr := ctx.RemoteIP().String()
 		if wait, limited := s.authFailures.limited(addr); limited {
-			p := problem.New(fasthttp.StatusTooManyRequests, "rate_limited", "too many failed authentications from this address; retry later")
-			p.RetryAfterSeconds = int(math.Ceil(wait.Seconds()))
-			problem.Write(ctx, p)
+			tooMany := refuse(fasthttp.StatusTooManyRequests, "rate_limited", "too many failed authentications from this address; retry later")
+			tooMany.problem.RetryAfterSeconds = int(math.Ceil(wait.Seconds()))
+			s.writeError(ctx, tooMany)
 			return
 		}
-		token, ok := bearer(ctx.Request.Header.Peek("Authorization"))
+		token, ok := bearerToken(ctx.Request.Header.Peek("Authorization"))
 		if !ok {
 			s.authFailures.fail(addr)
 			ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="bidgate"`)
-			problem.Write(ctx, problem.New(fasthttp.StatusUnauthorized, "unauthenticated",
-				"this route needs Authorization: Bearer <token>"))
+			s.writeError(ctx, errNoToken)
 			return
 		}
 		if s.cfg.Auth == nil {
 			s.authFailures.fail(addr)
 			ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="bidgate", error="invalid_token"`)
-			problem.Write(ctx, problem.New(fasthttp.StatusUnauthorized, "unauthenticated", "this node accepts no token"))
+			s.writeError(ctx, errNoTokenAccepted)
 			return
 		}
 		p, err := s.cfg.Auth.Verify(token)
@@ -54,21 +61,21 @@ func (s *Server) authorized(scope string, h func(*fasthttp.RequestCtx, auth.Prin
 			s.authFailures.fail(addr)
 			s.metrics.authFailures.Inc()
 			ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="bidgate", error="invalid_token", error_description="the token is malformed, expired, not yet valid, wrongly signed or not for this service"`)
-			problem.Write(ctx, problem.New(fasthttp.StatusUnauthorized, "unauthenticated",
-				"the bearer token is malformed, expired, not yet valid, wrongly signed or not for this service"))
+			s.writeError(ctx, errInvalidToken)
 			return
 		}
 		if !p.Can(scope) {
 			ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="bidgate", error="insufficient_scope", scope="`+scope+`"`)
-			problem.Write(ctx, problem.New(fasthttp.StatusForbidden, "forbidden", "the token lacks the scope "+scope))
+			s.writeError(ctx, refuse(fasthttp.StatusForbidden, "forbidden", "the token lacks the scope "+scope))
 			return
 		}
 		h(ctx, p)
 	}
 }
 
-// bearer reads "Bearer <token>" (the scheme in any case).
-func bearer(h []byte) (string, bool) {
+// bearerToken reads the token of an Authorization header "Bearer <token>"
+// (the scheme in any case).
+func bearerToken(h []byte) (string, bool) {
 	const scheme = "bearer "
 	if len(h) <= len(scheme) || !bytes.EqualFold(h[:len(scheme)], []byte(scheme)) {
 		return "", false
@@ -77,16 +84,32 @@ func bearer(h []byte) (string, bool) {
 	return string(t), len(t) > 0
 }
 
+// actingUser is the user a request acts as: the token's subject, or, with
+// authentication off (subject 0), the user the body names in its member
+// (an *InputError with code when it names none). A body that names another
+// user than the token's subject is ErrSubjectMismatch.
+func actingUser(subject int64, named *int64, member, code string) (int64, error) {
+	switch {
+	case subject == 0 && named == nil: // authentication is off
+		return 0, bidgate.InvalidInput(code, member+" is required when authentication is off")
+	case subject == 0:
+		return *named, nil
+	case named != nil && *named != subject:
+		return 0, bidgate.ErrSubjectMismatch
+	}
+	return subject, nil
+}
+
 // failureLimiter is a token bucket per client address, drawn on only by
 // failed authentications.
 type failureLimiter struct {
 	rate  rate.Limit
 	burst int
 
-	mu      sync.Mutex
-	addrs   map[string]*rate.Limiter
-	sweep   time.Time
-	maxIdle time.Duration
+	mu        sync.Mutex
+	addrs     map[string]*rate.Limiter
+	lastSweep time.Time
+	maxIdle   time.Duration
 }
 
 func newFailureLimiter(perSecond float64, burst int) *failureLimiter {
@@ -118,14 +141,14 @@ func (f *failureLimiter) fail(addr string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := time.Now()
-	if now.Sub(f.sweep) > f.maxIdle {
+	if now.Sub(f.lastSweep) > f.maxIdle {
 		// A full bucket is the same as none: forget addresses that are.
 		for a, l := range f.addrs {
 			if l.TokensAt(now) >= float64(f.burst) {
 				delete(f.addrs, a)
 			}
 		}
-		f.sweep = now
+		f.lastSweep = now
 	}
 	l := f.addrs[addr]
 	if l == nil {

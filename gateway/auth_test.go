@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 
+	"bidgate"
 	"bidgate/internal/auth"
 	"bidgate/internal/await"
 	"bidgate/shard"
@@ -542,5 +544,38 @@ func TestAuthOff(t *testing.T) {
 	}
 	if p := s.do("POST", fmt.Sprintf("/auctions/%d/promote", id), nil); p.status != 200 {
 		t.Fatalf("promote without a token: %d %s", p.status, p.raw)
+	}
+}
+
+// The user a request acts as is the token's subject; with authentication
+// off, the user the body names.
+func TestActingUser(t *testing.T) {
+	seven, eight := int64(7), int64(8)
+	for _, tc := range []struct {
+		name    string
+		subject int64
+		named   *int64
+		want    int64
+		wantErr string // the input error's code, or "mismatch"
+	}{
+		{"token only", 7, nil, 7, ""},
+		{"token and the same user named", 7, &seven, 7, ""},
+		{"token and another user named", 7, &eight, 0, "mismatch"},
+		{"authentication off, user named", 0, &eight, 8, ""},
+		{"authentication off, no user named", 0, nil, 0, "invalid_bidder_id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := actingUser(tc.subject, tc.named, "bidderId", "invalid_bidder_id")
+			var input *bidgate.InputError
+			switch {
+			case tc.wantErr == "" && (err != nil || got != tc.want):
+				t.Fatalf("actingUser = %d, %v; want %d", got, err, tc.want)
+			case tc.wantErr == "mismatch" && !errors.Is(err, bidgate.ErrSubjectMismatch):
+				t.Fatalf("actingUser = %d, %v; want ErrSubjectMismatch", got, err)
+			case tc.wantErr != "" && tc.wantErr != "mismatch" && (!errors.As(err, &input) || input.Code != tc.wantErr ||
+				input.Detail != "bidderId is required when authentication is off"):
+				t.Fatalf("actingUser = %d, %v; want the input error %s", got, err, tc.wantErr)
+			}
+		})
 	}
 }

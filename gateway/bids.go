@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -11,7 +10,6 @@ import (
 
 	"bidgate"
 	"bidgate/internal/auth"
-	"bidgate/internal/problem"
 )
 
 type bidRequest struct {
@@ -83,7 +81,7 @@ func parseBid(ctx *fasthttp.RequestCtx, bidder int64) (bidgate.BidRequest, error
 	if err := decodeJSON(ctx, &body); err != nil {
 		return bidgate.BidRequest{}, err
 	}
-	if bidder, err = bidderOf(bidder, body.BidderID); err != nil {
+	if bidder, err = actingUser(bidder, body.BidderID, "bidderId", "invalid_bidder_id"); err != nil {
 		return bidgate.BidRequest{}, err
 	}
 	if body.Amount.Set == body.MaxAmount.Set {
@@ -98,20 +96,6 @@ func parseBid(ctx *fasthttp.RequestCtx, bidder int64) (bidgate.BidRequest, error
 	return r, nil
 }
 
-// bidderOf is the bidder of a request by the token's subject (0 when
-// authentication is off: the body names them) whose body says named.
-func bidderOf(subject int64, named *int64) (int64, error) {
-	switch {
-	case subject == 0 && named == nil: // authentication is off
-		return 0, bidgate.InvalidInput("invalid_bidder_id", "bidderId is required when authentication is off")
-	case subject == 0:
-		return *named, nil
-	case named != nil && *named != subject:
-		return 0, bidgate.ErrSubjectMismatch
-	}
-	return subject, nil
-}
-
 // placeClientBid serves POST /auctions/{id}/bids: the bidder is the
 // token's subject.
 func (s *Server) placeClientBid(ctx *fasthttp.RequestCtx, p auth.Principal) {
@@ -124,12 +108,17 @@ func (s *Server) placeBid(ctx *fasthttp.RequestCtx, bidder int64) {
 	defer s.observeBid(time.Now(), &outcome)
 	r, err := parseBid(ctx, bidder)
 	if err != nil {
-		problem.Write(ctx, problemFor(err, s.log))
+		s.writeError(ctx, err)
 		return
 	}
-	if s.forward != nil && ctx.UserValue(forwardedKey) == nil && s.forward.forward(ctx, r.AuctionID, r.BidderID) {
-		outcome = "forwarded"
-		return
+	if s.forwarder != nil && ctx.UserValue(forwardedKey) == nil {
+		if forwarded, err := s.forwarder.forward(ctx, r.AuctionID, r.BidderID); forwarded {
+			if err != nil {
+				s.writeError(ctx, err)
+			}
+			outcome = "forwarded"
+			return
+		}
 	}
 	outcome = s.decideBid(ctx, r)
 }
@@ -142,7 +131,7 @@ func (s *Server) decideBid(ctx *fasthttp.RequestCtx, r bidgate.BidRequest) strin
 	defer cancel()
 	res, err := s.auctions.PlaceBid(c, r)
 	if err != nil {
-		problem.Write(ctx, problemFor(err, s.log))
+		s.writeError(ctx, err)
 		return bidOutcome(res, err)
 	}
 	status := fasthttp.StatusCreated
@@ -173,7 +162,7 @@ func (s *Server) buyNow(ctx *fasthttp.RequestCtx, p auth.Principal) {
 	defer s.observeBid(time.Now(), &outcome)
 	r, err := parseBuyNow(ctx, p.UserID)
 	if err != nil {
-		problem.Write(ctx, problemFor(err, s.log))
+		s.writeError(ctx, err)
 		return
 	}
 	outcome = s.decideBid(ctx, r)
@@ -190,54 +179,10 @@ func parseBuyNow(ctx *fasthttp.RequestCtx, buyer int64) (bidgate.BidRequest, err
 			return bidgate.BidRequest{}, err
 		}
 	}
-	if buyer, err = bidderOf(buyer, body.BidderID); err != nil {
+	if buyer, err = actingUser(buyer, body.BidderID, "bidderId", "invalid_bidder_id"); err != nil {
 		return bidgate.BidRequest{}, err
 	}
 	return bidgate.BidRequest{AuctionID: auctionID, BidderID: buyer, BuyNow: true, RequestID: key}, nil
-}
-
-// forwardedKey marks a request that came through the internal endpoint:
-// it is served here, whatever this node's view of the ring (one hop at most).
-const forwardedKey = "bidgate.forwarded"
-
-// internalBid serves POST /auctions/{id}/bids on the internal endpoint.
-func (s *Server) internalBid(ctx *fasthttp.RequestCtx) {
-	if err := s.signer.verifyRequest(ctx); err != nil {
-		problem.Write(ctx, problem.New(fasthttp.StatusUnauthorized, "bad_signature", "internal request "+err.Error()))
-		return
-	}
-	// Whatever the answer, it is signed for this request.
-	defer s.signer.signAnswer(string(ctx.Request.Header.Peek(headerSignature)), &ctx.Response)
-	if hop, _ := strconv.Atoi(string(ctx.Request.Header.Peek(headerHop))); hop != 1 {
-		problem.Write(ctx, problem.New(fasthttp.StatusBadRequest, "bad_hop", "a forwarded bid carries X-Bidgate-Hop: 1"))
-		return
-	}
-	// The forwarding node verified the bidder's token and signed the
-	// subject into the request.
-	bidder, err := auth.ParseSubject(string(ctx.Request.Header.Peek(headerSubject)))
-	if err != nil {
-		problem.Write(ctx, problem.New(fasthttp.StatusBadRequest, "bad_subject", "a forwarded bid carries its bidder in "+headerSubject))
-		return
-	}
-	ctx.SetUserValue(forwardedKey, true)
-	s.placeBid(ctx, bidder)
-}
-
-// promote serves POST /auctions/{id}/promote, an operator's call.
-func (s *Server) promote(ctx *fasthttp.RequestCtx, _ auth.Principal) {
-	id, err := pathID(ctx, "id")
-	if err != nil {
-		problem.Write(ctx, problemFor(err, s.log))
-		return
-	}
-	c, cancel := s.requestContext(ctx)
-	defer cancel()
-	a, err := s.auctions.Promote(c, id, "operator")
-	if err != nil {
-		problem.Write(ctx, problemFor(err, s.log))
-		return
-	}
-	writeJSON(ctx, fasthttp.StatusOK, newAuctionResponse(a))
 }
 
 // bidOutcome names a bid's result for metrics.

@@ -1,13 +1,22 @@
 package gateway
 
 import (
-	"bidgate/internal/problem"
-
 	"github.com/valyala/fasthttp"
 
 	"bidgate/internal/auth"
 	"bidgate/ring"
 )
+
+// Cluster is what the gateway needs from the ring. A nil Cluster means a
+// single node: everything is served locally.
+type Cluster interface {
+	Owners(auctionID int64, n int) []ring.Member
+	Self() ring.Member
+	Members() []ring.Member
+}
+
+// errNoShards: no node of the cluster decides bids.
+var errNoShards = refuse(fasthttp.StatusServiceUnavailable, "no_shards", "no shard node is in the cluster")
 
 type memberResponse struct {
 	Name         string   `json:"name"`
@@ -39,12 +48,12 @@ func (s *Server) clusterMembers(ctx *fasthttp.RequestCtx, _ auth.Principal) {
 func (s *Server) clusterOwner(ctx *fasthttp.RequestCtx, _ auth.Principal) {
 	id, err := pathID(ctx, "id")
 	if err != nil {
-		problem.Write(ctx, problemFor(err, s.log))
+		s.writeError(ctx, err)
 		return
 	}
 	owners := s.cfg.Cluster.Owners(id, 2)
 	if len(owners) == 0 {
-		problem.Write(ctx, problem.New(fasthttp.StatusServiceUnavailable, "no_shards", "no shard node is in the cluster"))
+		s.writeError(ctx, errNoShards)
 		return
 	}
 	out := map[string]any{"auctionId": id, "owner": s.newMemberResponse(owners[0])}

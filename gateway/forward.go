@@ -9,17 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/valyala/fasthttp"
 
-	"bidgate/internal/problem"
+	"bidgate/internal/auth"
 	"bidgate/ring"
 )
-
-// Cluster is what the gateway needs from the ring. A nil Cluster means a
-// single node: everything is served locally.
-type Cluster interface {
-	Owners(auctionID int64, n int) []ring.Member
-	Self() ring.Member
-	Members() []ring.Member
-}
 
 // Headers of a forwarded request and of every bid answer.
 const (
@@ -70,22 +62,29 @@ func newForwarder(cluster Cluster, signer *signer, timeout time.Duration, reg pr
 	}
 }
 
-// errBadAnswer: the owner's answer does not carry a valid signature.
-var errBadAnswer = errors.New("forwarded bid: the answer is not signed with the cluster secret")
+var (
+	// errBadAnswer: the owner's answer does not carry a valid signature.
+	errBadAnswer = errors.New("forwarded bid: the answer is not signed with the cluster secret")
+	// errOwnerUnavailable: neither the owner nor the next in line answered.
+	errOwnerUnavailable = refuse(fasthttp.StatusServiceUnavailable, "owner_unavailable",
+		"the node that owns this auction cannot be reached; retry with the same Idempotency-Key")
+)
 
 // forward sends the bid to its owner when that is another node and copies
-// the owner's answer into ctx. It returns false when this node should serve
-// the bid itself: it owns the auction, or the owner is unreachable and this
-// node is next in line. When neither owner answers it writes a 503.
-func (f *forwarder) forward(ctx *fasthttp.RequestCtx, auctionID, bidder int64) bool {
+// the owner's answer into ctx. It reports whether the bid was forwarded:
+// not when this node should serve it itself (it owns the auction, or the
+// owner is unreachable and this node is next in line). A bid that neither
+// owner answered was forwarded all the same, with errOwnerUnavailable: this
+// node does not decide it.
+func (f *forwarder) forward(ctx *fasthttp.RequestCtx, auctionID, bidder int64) (bool, error) {
 	self := f.cluster.Self().Name
 	owners := f.cluster.Owners(auctionID, 2)
 	if len(owners) == 0 {
-		return false // no shard in view yet: serve here rather than fail
+		return false, nil // no shard in view yet: serve here rather than fail
 	}
 	for i, m := range owners {
 		if m.Name == self {
-			return false
+			return false, nil
 		}
 		if err := f.send(ctx, m, bidder); err == nil {
 			if i > 0 {
@@ -93,13 +92,11 @@ func (f *forwarder) forward(ctx *fasthttp.RequestCtx, auctionID, bidder int64) b
 			} else {
 				f.forwarded.WithLabelValues("ok").Inc()
 			}
-			return true
+			return true, nil
 		}
 	}
 	f.forwarded.WithLabelValues("failed").Inc()
-	problem.Write(ctx, problem.New(fasthttp.StatusServiceUnavailable, "owner_unavailable",
-		"the node that owns this auction cannot be reached; retry with the same Idempotency-Key"))
-	return true
+	return true, errOwnerUnavailable
 }
 
 func (f *forwarder) send(ctx *fasthttp.RequestCtx, to ring.Member, bidder int64) error {
@@ -135,4 +132,37 @@ func (f *forwarder) send(ctx *fasthttp.RequestCtx, to ring.Member, bidder int64)
 	}
 	ctx.SetBody(resp.Body())
 	return nil
+}
+
+// forwardedKey marks a request that came through the internal endpoint:
+// it is served here, whatever this node's view of the ring (one hop at most).
+const forwardedKey = "bidgate.forwarded"
+
+// The internal endpoint's refusals of a request that is not a forwarded bid.
+var (
+	errBadHop     = refuse(fasthttp.StatusBadRequest, "bad_hop", "a forwarded bid carries X-Bidgate-Hop: 1")
+	errBadSubject = refuse(fasthttp.StatusBadRequest, "bad_subject", "a forwarded bid carries its bidder in "+headerSubject)
+)
+
+// internalBid serves POST /auctions/{id}/bids on the internal endpoint.
+func (s *Server) internalBid(ctx *fasthttp.RequestCtx) {
+	if err := s.signer.verifyRequest(ctx); err != nil {
+		s.writeError(ctx, refuse(fasthttp.StatusUnauthorized, "bad_signature", "internal request "+err.Error()))
+		return
+	}
+	// Whatever the answer, it is signed for this request.
+	defer s.signer.signAnswer(string(ctx.Request.Header.Peek(headerSignature)), &ctx.Response)
+	if hop, _ := strconv.Atoi(string(ctx.Request.Header.Peek(headerHop))); hop != 1 {
+		s.writeError(ctx, errBadHop)
+		return
+	}
+	// The forwarding node verified the bidder's token and signed the
+	// subject into the request.
+	bidder, err := auth.ParseSubject(string(ctx.Request.Header.Peek(headerSubject)))
+	if err != nil {
+		s.writeError(ctx, errBadSubject)
+		return
+	}
+	ctx.SetUserValue(forwardedKey, true)
+	s.placeBid(ctx, bidder)
 }

@@ -26,9 +26,9 @@ const signatureWindow = 10 * time.Second
 type signer struct {
 	secret []byte
 
-	mu    sync.Mutex
-	seen  map[string]time.Time // nonces accepted, until they leave the window
-	sweep time.Time
+	mu        sync.Mutex
+	seen      map[string]time.Time // nonces accepted, until they leave the window
+	lastSweep time.Time            // when seen was last swept of nonces out of the window
 }
 
 func newSigner(secret []byte) *signer {
@@ -76,13 +76,13 @@ func (s *signer) verifyRequest(ctx *fasthttp.RequestCtx) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if now.Sub(s.sweep) > signatureWindow {
+	if now.Sub(s.lastSweep) > signatureWindow {
 		for n, until := range s.seen {
 			if now.After(until) {
 				delete(s.seen, n)
 			}
 		}
-		s.sweep = now
+		s.lastSweep = now
 	}
 	if _, ok := s.seen[nonce]; ok {
 		return errReplayed

@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
+	"runtime/debug"
 
 	"github.com/valyala/fasthttp"
 
@@ -11,15 +13,43 @@ import (
 	"bidgate/internal/problem"
 )
 
-// problemFor maps an error from the shard to the answer the API promises.
-// Anything unknown is logged and becomes a 500 that says nothing inside.
+// writeError answers ctx with the problem err stands for: every error
+// answer of the gateway goes through here.
+func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
+	problem.Write(ctx, problemFor(err, s.log))
+}
+
+// refusal is an error that carries its own answer: what the gateway refuses
+// by itself (no such route, a missing token, a bad signature), where no
+// store had a say.
+type refusal struct{ problem problem.Problem }
+
+// refuse is the refusal answered with status, code and detail.
+func refuse(status int, code, detail string) *refusal {
+	return &refusal{problem: problem.New(status, code, detail)}
+}
+
+func (r *refusal) Error() string { return r.problem.Code + ": " + r.problem.Detail }
+
+// The refusals that say the same every time.
+var (
+	errNoRoute          = refuse(fasthttp.StatusNotFound, "route_not_found", "no such route")
+	errMethodNotAllowed = refuse(fasthttp.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this route")
+	errInternal         = refuse(fasthttp.StatusInternalServerError, "internal", "internal error")
+)
+
+// problemFor maps an error to the answer the API promises. Anything unknown
+// is logged and becomes a 500 that says nothing inside.
 func problemFor(err error, log *slog.Logger) problem.Problem {
 	var (
+		refused *refusal
 		input   *bidgate.InputError
 		tooLow  *bidgate.BidTooLowError
 		limited *bidgate.RateLimitedError
 	)
 	switch {
+	case errors.As(err, &refused):
+		return refused.problem
 	case errors.As(err, &input):
 		return problem.New(fasthttp.StatusBadRequest, input.Code, input.Detail)
 	case errors.As(err, &tooLow):
@@ -64,5 +94,28 @@ func problemFor(err error, log *slog.Logger) problem.Problem {
 		return problem.New(fasthttp.StatusServiceUnavailable, "unavailable", "a data store is unavailable; retry later")
 	}
 	log.Error("request failed", "err", err)
-	return problem.New(fasthttp.StatusInternalServerError, "internal", "internal error")
+	return errInternal.problem
+}
+
+// answerPanic answers a request whose handler panicked with a 500, after
+// logging the panic and its stack.
+func (s *Server) answerPanic(ctx *fasthttp.RequestCtx, v any) {
+	s.metrics.panics.Inc()
+	s.log.Error("panic serving request", "method", string(ctx.Method()), "path", string(ctx.Path()),
+		"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	ctx.Response.Reset()
+	s.writeError(ctx, errInternal)
+}
+
+// answerTransportError answers what fasthttp rejects before any handler
+// runs, such as an oversized body or a malformed request, with a fixed
+// message: the request's bytes (its headers, tokens, cookies) are never
+// echoed.
+func (s *Server) answerTransportError(ctx *fasthttp.RequestCtx, err error) {
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		s.writeError(ctx, refuse(fasthttp.StatusRequestEntityTooLarge, "body_too_large",
+			fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBodyBytes)))
+		return
+	}
+	s.writeError(ctx, refuse(fasthttp.StatusBadRequest, "malformed_request", "the request is not valid HTTP/1.1"))
 }
