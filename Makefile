@@ -10,7 +10,7 @@ export BIDGATE_POSTGRES_URL ?= postgres://$(PGUSER)@$(PGHOST):$(PGPORT)/$(DBNAME
 
 STATICCHECK = go run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run run-one build test test-cluster test-deploy fuzz chaos bench demo loadtest lint check-file-sizes db check-postgres check-redis
+.PHONY: run run-one build test test-cluster test-deploy docs-check fuzz chaos bench demo loadtest lint check-file-sizes db check-postgres check-redis
 
 ## run: a local 3-node cluster on :8080-8082 with the embedded Kafka broker, on the local PostgreSQL and Redis
 run: db check-redis build
@@ -45,6 +45,14 @@ test-cluster: check-postgres
 ## installed), dashboard metrics and BIDGATE_* settings against the code
 test-deploy:
 	cd deploy/validate && go vet ./... && go test -count=1 ./...
+
+## docs-check: README.md, docs/*.md and deploy/README.md against the code: every path, test, metric, link, flag and
+## default they name exists, and every shell example marked runnable (```sh runnable) passes, page by page, against a
+## fresh `bidgate dev` cluster that it starts and stops (ports 8080-8082, 8180-8182, 8280-8282, 8380-8382 and 9092 free)
+docs-check: db check-redis build
+	go build -o bin/bidbench ./cmd/bidbench
+	go build -o bin/docscheck ./internal/docscheck
+	bin/docscheck
 
 ## fuzz: each fuzz target (amounts, ids, bid and auction bodies), about 10 s each here. The budgets are
 ## execution counts, not durations: with a duration, Go 1.26's fuzz coordinator can race its own deadline
