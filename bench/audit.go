@@ -568,7 +568,7 @@ func checkRules(ix *index, recs []Record) Check {
 	return c.done()
 }
 
-// README rule 8 (not one of DESIGN.md's numbered invariants; numbered 6
+// docs/api.md rule 8 (not one of DESIGN.md's numbered invariants; numbered 6
 // here): a hidden maximum never reaches another bidder. The only maxAmount
 // an answer may carry is the one the request itself sent as a proxy bid,
 // in its 201 or 200, which echo it; a refusal carries none. The echo is

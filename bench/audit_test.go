@@ -77,13 +77,13 @@ const (
 	auctionCold               = 11 // cold, extended by a late bid, closed
 	auctionHot                = 12 // hot, open, Redis state
 	auctionNoBids             = 13 // cold, ended without bids
-	auctionProxy              = 14 // cold, README's worked example with reserve 1800 and a raise, closed
+	auctionProxy              = 14 // cold, the worked example of docs/api.md with reserve 1800 and a raise, closed
 	auctionBelow              = 15 // cold, ended below its reserve: no winner
 	auctionBought             = 16 // cold, bought at once
 	bidderX, bidderY, bidderZ = 101, 102, 103
 )
 
-// workedExample is README's worked example (start 1000, increment 10,
+// workedExample is the worked example of docs/api.md (start 1000, increment 10,
 // reserve 1800) on auction auctionProxy, then Z raises their maximum to
 // 2500: the rows and the answers.
 func workedExample() ([]BidRow, []Record) {

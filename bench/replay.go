@@ -25,7 +25,7 @@ type decision struct {
 	price   decimal.Decimal
 }
 
-// replay is an auction's history as the auction rules (README "Auction
+// replay is an auction's history as the auction rules (docs/api.md "Auction
 // rules") decide it, rebuilt from the bidders' own rows alone: each
 // straight or proxy row's value (its amount, or its maximum) and bidder,
 // in seq order. Nothing the stores derived (a row's amount, an automatic

@@ -8,7 +8,7 @@ import (
 )
 
 // TestReplayFollowsTheRules replays histories the service's own tests
-// record (gateway TestProxyWorkedExample and TestBidRules, README's
+// record (gateway TestProxyWorkedExample and TestBidRules, docs/api.md's
 // worked example) and a few more, and wants no fault and the rules' final
 // state and answers.
 func TestReplayFollowsTheRules(t *testing.T) {

@@ -34,7 +34,7 @@ type FlashSaleConfig struct {
 	RetryDelay   time.Duration `json:"retryDelay"` // retries wait up to this after the first answer
 	LateBids     int           `json:"lateBids"`   // per hot auction, and over ended cold ones
 	Bidders      int           `json:"bidders"`    // 0: enough for well under 1 bid/s each
-	// The auction rules' mix (README "Auction rules").
+	// The auction rules' mix (docs/api.md "Auction rules").
 	ProxyShare   float64 `json:"proxyShare"`   // bids sent as a proxy bid (maxAmount) rather than a straight amount
 	RepeatShare  float64 `json:"repeatShare"`  // bids by the bidder of the auction's latest proxy bid, often its leader
 	ReserveShare float64 `json:"reserveShare"` // cold auctions with a hidden reserve (and every other hot one)

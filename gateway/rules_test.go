@@ -71,7 +71,7 @@ func wantBid(t *testing.T, r response, status int, leading bool, price string) {
 	}
 }
 
-// TestProxyWorkedExample is the README's worked example, through the HTTP
+// TestProxyWorkedExample is the worked example of docs/api.md, through the HTTP
 // API, on a cold and a hot auction, with and without a reserve.
 func TestProxyWorkedExample(t *testing.T) {
 	s, db := startServer(t)

@@ -23,8 +23,8 @@
 // tag chaos:
 //
 //	make chaos                                              # all eight, about 8 minutes
-//	go test -tags chaos -count=1 -v -run 'TestChaos/node-kill$' ./chaos/
-//	CHAOS_SCENARIOS=broker-kill,redis-kill go test -tags chaos -count=1 -v ./chaos/
+//	go test -tags chaos -count=1 -v -run 'TestChaos/node-kill$' ./bench/chaos/
+//	CHAOS_SCENARIOS=broker-kill,redis-kill go test -tags chaos -count=1 -v ./bench/chaos/
 //
 // CHAOS_KEEP=1 keeps each scenario's temporary directory (data and logs).
 // The summary table is printed at the end and written to
