@@ -33,7 +33,7 @@ func (k *Kafka) Register(fs *FlagSet) {
 	fs.StringVar(&k.SASL.Mechanism, "kafka-sasl-mechanism", "", "Kafka SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: none)")
 	fs.StringVar(&k.SASL.Username, "kafka-sasl-username", "", "Kafka SASL user")
 	fs.StringVar(&k.SASL.Password, "kafka-sasl-password", "", "Kafka SASL password (prefer "+EnvName("kafka-sasl-password")+")")
-	fs.Check(func() error { return k.Validate() },
+	fs.Check(func() error { return k.Config.Validate() },
 		map[string]string{"Partitions": "kafka-partitions", "EmbeddedPort": "kafka-embedded-port"})
 	fs.Check(k.checkSecurity, nil)
 }

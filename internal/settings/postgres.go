@@ -12,7 +12,7 @@ type Postgres struct {
 func (p *Postgres) Register(fs *FlagSet) {
 	p.RegisterURL(fs)
 	fs.IntVar(&p.MaxConns, "postgres-conns", pgstore.DefaultConfig().MaxConns, "PostgreSQL pool size")
-	fs.Check(func() error { return p.Validate() }, map[string]string{"MaxConns": "postgres-conns"})
+	fs.Check(func() error { return p.Config.Validate() }, map[string]string{"MaxConns": "postgres-conns"})
 }
 
 // RegisterURL adds --postgres-url alone, for a command that sizes its own
