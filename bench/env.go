@@ -22,6 +22,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"bidgate/internal/auth"
+	"bidgate/persist/pgstore"
+	"bidgate/persist/redisstore"
 )
 
 // Options are the settings every scenario shares.
@@ -69,8 +71,8 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		Targets:        "http://127.0.0.1:8080",
-		PostgresURL:    "postgres://postgres@127.0.0.1:5432/bidgate?sslmode=disable",
-		RedisAddrs:     "127.0.0.1:6379",
+		PostgresURL:    pgstore.DefaultConfig().URL,
+		RedisAddrs:     strings.Join(redisstore.DefaultConfig().Addrs, ","),
 		KeyFile:        auth.DevKeyFile,
 		Issuer:         auth.DevIssuer,
 		Audience:       auth.DevAudience,

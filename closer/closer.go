@@ -16,6 +16,7 @@
 package closer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,15 +33,15 @@ import (
 	"bidgate/persist/redisstore"
 )
 
-// Config tunes a Closer. Zero values take the defaults.
+// Config tunes a Closer. Zero values take DefaultConfig's.
 type Config struct {
-	BatchSize int           // auctions per statement (cold) or per transaction (hot); default 500
-	Interval  time.Duration // wait after a pass that found less than a full batch; default 250ms
-	Log       *slog.Logger  // default slog.Default()
-	// KeepClosed is how long a settled hot auction's Redis keys live on;
-	// default 24h. After that a bid or a replay finds no state and loads it
-	// from PostgreSQL (CLOSED, with the request ids of its bids), so Redis
-	// does not grow with every auction ever run.
+	BatchSize int           // auctions per statement (cold) or per transaction (hot)
+	Interval  time.Duration // wait after a pass that found less than a full batch
+	Log       *slog.Logger
+	// KeepClosed is how long a settled hot auction's Redis keys live on.
+	// After that a bid or a replay finds no state and loads it from
+	// PostgreSQL (CLOSED, with the request ids of its bids), so Redis does
+	// not grow with every auction ever run.
 	KeepClosed time.Duration
 	// Replication, when it asks for replicas (--redis-wait-replicas),
 	// makes the closer hand on only log entries the replicas hold: an entry
@@ -48,19 +49,20 @@ type Config struct {
 	Replication redisstore.Replication
 }
 
-func (c *Config) setDefaults() {
-	if c.BatchSize <= 0 {
-		c.BatchSize = 500
-	}
-	if c.Interval <= 0 {
-		c.Interval = 250 * time.Millisecond
-	}
-	if c.KeepClosed <= 0 {
-		c.KeepClosed = 24 * time.Hour
-	}
-	if c.Log == nil {
-		c.Log = slog.Default()
-	}
+// DefaultConfig is the one statement of the closer defaults: New fills a
+// zero field from it.
+func DefaultConfig() Config {
+	return Config{BatchSize: 500, Interval: 250 * time.Millisecond, KeepClosed: 24 * time.Hour, Log: slog.Default()}
+}
+
+// withDefaults returns c with every zero field taken from DefaultConfig.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	c.BatchSize = cmp.Or(c.BatchSize, d.BatchSize)
+	c.Interval = cmp.Or(c.Interval, d.Interval)
+	c.KeepClosed = cmp.Or(c.KeepClosed, d.KeepClosed)
+	c.Log = cmp.Or(c.Log, d.Log)
+	return c
 }
 
 // Closer closes ended auctions. Its methods are safe for concurrent use.
@@ -82,7 +84,7 @@ type Closer struct {
 // New returns a Closer on PostgreSQL db and Redis rdb with metrics on reg
 // (nil: unregistered). Closers sharing reg share their metrics.
 func New(db *pgxpool.Pool, rdb redis.UniversalClient, cfg Config, reg prometheus.Registerer) *Closer {
-	cfg.setDefaults()
+	cfg = cfg.withDefaults()
 	return &Closer{db: db, rdb: redisstore.NewReplicated(rdb, cfg.Replication), cfg: cfg, metrics: newMetrics(reg),
 		unsettled: retry.Streak{Task: "settle hot auctions whose bids are not all in PostgreSQL", Log: cfg.Log}}
 }

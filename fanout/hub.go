@@ -11,6 +11,7 @@
 package fanout
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,46 +28,67 @@ import (
 	"bidgate/persist/redisstore"
 )
 
-// Config tunes a Hub. Zero values take the defaults.
+// Config tunes a Hub. Zero values take DefaultConfig's.
 type Config struct {
-	Interval   time.Duration // at most one message per auction per Interval; default 150ms
-	MaxViewers int           // per node; beyond it a connect is answered 503; default 20000
+	Interval   time.Duration // at most one message per auction per Interval
+	MaxViewers int           // per node; beyond it a connect is answered 503
 	// MaxViewersPerAddr bounds the viewers of one client address; beyond it
-	// a connect is answered 429. Default 256.
+	// a connect is answered 429.
 	MaxViewersPerAddr int
-	PingInterval      time.Duration // default 20s; a viewer that does not pong within 2*PingInterval is dropped
-	WriteTimeout      time.Duration // per message write; default 5s
-	SlowTimeout       time.Duration // a viewer whose queue keeps overflowing this long is closed; default 5s
+	PingInterval      time.Duration // a viewer that does not pong within 2*PingInterval is dropped
+	WriteTimeout      time.Duration // per message write
+	SlowTimeout       time.Duration // a viewer whose queue keeps overflowing this long is closed
 	// CheckOrigin gets the request's Origin header ("" when the client sent
 	// none) and says whether it may connect; nil allows every origin.
 	CheckOrigin func(origin string) bool
-	Log         *slog.Logger // default slog.Default()
+	Log         *slog.Logger
 }
 
-// DefaultConfig holds the defaults: the values NewHub gives zero fields and
-// the command line's flag defaults.
+// DefaultConfig is the one statement of the fan-out defaults: New fills a
+// zero field from it, and the command line's flags take theirs from it.
 func DefaultConfig() Config {
 	return Config{Interval: 150 * time.Millisecond, PingInterval: 20 * time.Second, WriteTimeout: 5 * time.Second,
-		SlowTimeout: 5 * time.Second, MaxViewers: 20000, MaxViewersPerAddr: 256}
+		SlowTimeout: 5 * time.Second, MaxViewers: 20000, MaxViewersPerAddr: 256, Log: slog.Default()}
 }
 
-func (c *Config) setDefaults() {
+// withDefaults returns c with every zero field taken from DefaultConfig.
+func (c Config) withDefaults() Config {
 	d := DefaultConfig()
-	for _, f := range []struct{ v, d *time.Duration }{{&c.Interval, &d.Interval},
-		{&c.PingInterval, &d.PingInterval}, {&c.WriteTimeout, &d.WriteTimeout}, {&c.SlowTimeout, &d.SlowTimeout}} {
-		if *f.v <= 0 {
-			*f.v = *f.d
+	c.Interval = cmp.Or(c.Interval, d.Interval)
+	c.MaxViewers = cmp.Or(c.MaxViewers, d.MaxViewers)
+	c.MaxViewersPerAddr = cmp.Or(c.MaxViewersPerAddr, d.MaxViewersPerAddr)
+	c.PingInterval = cmp.Or(c.PingInterval, d.PingInterval)
+	c.WriteTimeout = cmp.Or(c.WriteTimeout, d.WriteTimeout)
+	c.SlowTimeout = cmp.Or(c.SlowTimeout, d.SlowTimeout)
+	c.Log = cmp.Or(c.Log, d.Log)
+	return c
+}
+
+// Validate reports the settings a Hub cannot run with. It checks c as it
+// is, zero fields included: the command line's flags start from
+// DefaultConfig, so a zero there was asked for.
+func (c Config) Validate() error {
+	var errs []error
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"Interval", c.Interval}, {"PingInterval", c.PingInterval}, {"WriteTimeout", c.WriteTimeout}, {"SlowTimeout", c.SlowTimeout}} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %v", d.name, d.v))
 		}
 	}
-	if c.MaxViewers <= 0 {
-		c.MaxViewers = d.MaxViewers
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"MaxViewers", c.MaxViewers}, {"MaxViewersPerAddr", c.MaxViewersPerAddr}} {
+		if n.v < 1 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %d", n.name, n.v))
+		}
 	}
-	if c.MaxViewersPerAddr <= 0 {
-		c.MaxViewersPerAddr = d.MaxViewersPerAddr
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("fanout: %w", err)
 	}
-	if c.Log == nil {
-		c.Log = slog.Default()
-	}
+	return nil
 }
 
 // Snapshotter gives the current state of an auction (the shard's Auction
@@ -129,7 +151,7 @@ type Hub struct {
 // with its metrics on reg (nil: not registered). Run must run for viewers
 // to be served.
 func New(rdb redis.UniversalClient, snap Snapshotter, cfg Config, reg prometheus.Registerer) *Hub {
-	cfg.setDefaults()
+	cfg = cfg.withDefaults()
 	h := &Hub{snap: snap, cfg: cfg, metrics: newMetrics(reg), log: cfg.Log,
 		sub:      redisstore.NewSubscriber(rdb, pubsubBuffer),
 		resync:   make(chan struct{}, resyncParallel),

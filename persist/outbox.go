@@ -2,6 +2,7 @@ package persist
 
 import (
 	"bidgate"
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -18,33 +19,36 @@ import (
 	"bidgate/persist/pgstore"
 )
 
-// OutboxConfig tunes an OutboxRelay. Zero values take the defaults.
+// OutboxConfig tunes an OutboxRelay. Zero values take
+// DefaultOutboxConfig's.
 type OutboxConfig struct {
-	Topic        string        // outbox rows relayed, and the Writer's topic; default bidgate.TopicAuctionClosed
-	BatchSize    int           // rows per WriteMessages call; default 500
-	PollInterval time.Duration // longest wait for a notification before polling anyway; default 500ms
-	MinBackoff   time.Duration // first wait after a failure; default retry.DefaultMin
-	MaxBackoff   time.Duration // cap of the doubling waits; default retry.DefaultMax
+	Topic        string        // outbox rows relayed, and the Writer's topic
+	BatchSize    int           // rows per WriteMessages call
+	PollInterval time.Duration // longest wait for a notification before polling anyway
+	MinBackoff   time.Duration // first wait after a failure; zero: retry.Backoff's
+	MaxBackoff   time.Duration // cap of the doubling waits; zero: retry.Backoff's
 	// Secret signs every event (the cluster secret), so a consumer that
 	// holds it can tell bidgate's events from forged ones. Empty signs
 	// nothing.
 	Secret []byte
-	Log    *slog.Logger // default slog.Default()
+	Log    *slog.Logger
 }
 
-func (c *OutboxConfig) setDefaults() {
-	if c.Topic == "" {
-		c.Topic = bidgate.TopicAuctionClosed
-	}
-	if c.BatchSize <= 0 {
-		c.BatchSize = 500
-	}
-	if c.PollInterval <= 0 {
-		c.PollInterval = 500 * time.Millisecond
-	}
-	if c.Log == nil {
-		c.Log = slog.Default()
-	}
+// DefaultOutboxConfig is the one statement of the outbox relay's defaults:
+// NewOutboxRelay fills a zero field from it.
+func DefaultOutboxConfig() OutboxConfig {
+	return OutboxConfig{Topic: bidgate.TopicAuctionClosed, BatchSize: 500, PollInterval: 500 * time.Millisecond, Log: slog.Default()}
+}
+
+// withDefaults returns c with every zero field taken from
+// DefaultOutboxConfig (the back-off's are retry's own).
+func (c OutboxConfig) withDefaults() OutboxConfig {
+	d := DefaultOutboxConfig()
+	c.Topic = cmp.Or(c.Topic, d.Topic)
+	c.BatchSize = cmp.Or(c.BatchSize, d.BatchSize)
+	c.PollInterval = cmp.Or(c.PollInterval, d.PollInterval)
+	c.Log = cmp.Or(c.Log, d.Log)
+	return c
 }
 
 // OutboxRelay publishes outbox rows to Kafka, at least once, in id order
@@ -63,7 +67,7 @@ type OutboxRelay struct {
 // NewOutboxRelay returns a relay of db's outbox to w, with metrics on reg
 // (nil: unregistered).
 func NewOutboxRelay(db *pgxpool.Pool, w Writer, cfg OutboxConfig, reg prometheus.Registerer) *OutboxRelay {
-	cfg.setDefaults()
+	cfg = cfg.withDefaults()
 	return &OutboxRelay{db: db, w: w, cfg: cfg, metrics: newOutboxMetrics(reg)}
 }
 

@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -32,14 +33,31 @@ type Reader interface {
 	CommitMessages(ctx context.Context, msgs ...kafka.Message) error
 }
 
-// PersisterConfig tunes a Persister. Zero values take the defaults.
+// PersisterConfig tunes a Persister. Zero values take
+// DefaultPersisterConfig's.
 type PersisterConfig struct {
-	MaxBatch int           // messages per transaction; default 1000
-	MaxWait  time.Duration // how long a batch waits to fill after its first message; default 20ms
+	MaxBatch int           // messages per transaction
+	MaxWait  time.Duration // how long a batch waits to fill after its first message
 	// Secret verifies every message's signature (the cluster secret); a
 	// message that fails is dropped and counted. Empty verifies nothing.
 	Secret []byte
 	Log    *slog.Logger
+}
+
+// DefaultPersisterConfig is the one statement of the persister's defaults:
+// NewPersister fills a zero field from it.
+func DefaultPersisterConfig() PersisterConfig {
+	return PersisterConfig{MaxBatch: 1000, MaxWait: 20 * time.Millisecond, Log: slog.Default()}
+}
+
+// withDefaults returns c with every zero field taken from
+// DefaultPersisterConfig.
+func (c PersisterConfig) withDefaults() PersisterConfig {
+	d := DefaultPersisterConfig()
+	c.MaxBatch = cmp.Or(c.MaxBatch, d.MaxBatch)
+	c.MaxWait = cmp.Or(c.MaxWait, d.MaxWait)
+	c.Log = cmp.Or(c.Log, d.Log)
+	return c
 }
 
 // Persister writes the bids of bid-accepted to PostgreSQL, one transaction
@@ -67,15 +85,7 @@ type Persister struct {
 
 // NewPersister returns a Persister reading r, metrics on reg.
 func NewPersister(db *pgxpool.Pool, rdb redis.UniversalClient, r Reader, cfg PersisterConfig, reg prometheus.Registerer) *Persister {
-	if cfg.MaxBatch <= 0 {
-		cfg.MaxBatch = 1000
-	}
-	if cfg.MaxWait <= 0 {
-		cfg.MaxWait = 20 * time.Millisecond
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.Default()
-	}
+	cfg = cfg.withDefaults()
 	return &Persister{db: db, rdb: redisstore.New(rdb), r: r, cfg: cfg, metrics: newPersisterMetrics(reg),
 		rejectLog: rate.Sometimes{Interval: 10 * time.Second}}
 }

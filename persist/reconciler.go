@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"fmt"
@@ -19,20 +20,40 @@ import (
 	"bidgate/persist/redisstore"
 )
 
-// ReconcilerConfig tunes a Reconciler. Zero values take the defaults.
+// ReconcilerConfig tunes a Reconciler. Zero values take
+// DefaultReconcilerConfig's.
 type ReconcilerConfig struct {
-	Interval time.Duration // between passes; default 1s
+	Interval time.Duration // between passes
 	// RepairAfter is how old, in Redis time, the oldest bid missing from
 	// PostgreSQL may get before the reconciler writes it from the Redis log
-	// itself instead of waiting for Kafka. Default 10s.
+	// itself instead of waiting for Kafka.
 	RepairAfter time.Duration
-	Batch       int           // log entries read per auction per step; default 1000
-	Linger      time.Duration // how long after closing an auction is still checked; default 1h
+	Batch       int           // log entries read per auction per step
+	Linger      time.Duration // how long after closing an auction is still checked
 	// Replication, when it asks for replicas (--redis-wait-replicas),
 	// makes the reconciler hand on only log entries the replicas hold: an entry
 	// whose batch was never acknowledged is gone after a failover.
 	Replication redisstore.Replication
 	Log         *slog.Logger
+}
+
+// DefaultReconcilerConfig is the one statement of the reconciler's
+// defaults: NewReconciler fills a zero field from it.
+func DefaultReconcilerConfig() ReconcilerConfig {
+	return ReconcilerConfig{Interval: time.Second, RepairAfter: 10 * time.Second, Batch: 1000, Linger: time.Hour,
+		Log: slog.Default()}
+}
+
+// withDefaults returns c with every zero field taken from
+// DefaultReconcilerConfig.
+func (c ReconcilerConfig) withDefaults() ReconcilerConfig {
+	d := DefaultReconcilerConfig()
+	c.Interval = cmp.Or(c.Interval, d.Interval)
+	c.RepairAfter = cmp.Or(c.RepairAfter, d.RepairAfter)
+	c.Batch = cmp.Or(c.Batch, d.Batch)
+	c.Linger = cmp.Or(c.Linger, d.Linger)
+	c.Log = cmp.Or(c.Log, d.Log)
+	return c
 }
 
 // Reconciler makes sure that every bid a hot auction accepted reaches
@@ -56,21 +77,7 @@ type Reconciler struct {
 
 // NewReconciler returns a Reconciler with metrics on reg.
 func NewReconciler(db *pgxpool.Pool, rdb redis.UniversalClient, cfg ReconcilerConfig, reg prometheus.Registerer) *Reconciler {
-	if cfg.Interval <= 0 {
-		cfg.Interval = time.Second
-	}
-	if cfg.RepairAfter <= 0 {
-		cfg.RepairAfter = 10 * time.Second
-	}
-	if cfg.Batch <= 0 {
-		cfg.Batch = 1000
-	}
-	if cfg.Linger <= 0 {
-		cfg.Linger = time.Hour
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.Default()
-	}
+	cfg = cfg.withDefaults()
 	return &Reconciler{db: db, store: &pgstore.Store{DB: db}, rdb: redisstore.NewReplicated(rdb, cfg.Replication), cfg: cfg, metrics: newReconcilerMetrics(reg)}
 }
 

@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -27,23 +28,22 @@ type Writer interface {
 	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 }
 
-// RelayConfig tunes a Relay. Zero values take the defaults.
+// RelayConfig tunes a Relay. Zero values take DefaultRelayConfig's.
 type RelayConfig struct {
-	Interval time.Duration // between passes when idle; default 20ms
-	Batch    int           // log entries per auction per pass; default 1000
+	Interval time.Duration // between passes when idle
+	Batch    int           // log entries per auction per pass
 	// Refeed is how long an auction's persisted position may stand still
 	// behind its newest log entry before the relay assumes Kafka lost what
 	// was produced (a broker restarted, say) and produces again from the
-	// persisted position. Default 5s.
+	// persisted position.
 	Refeed time.Duration
 	// Owns says whether this node relays an auction; nil relays all.
 	Owns func(auctionID int64) bool
-	// Linger is how long after closing an auction's log is still followed;
-	// default 1h.
+	// Linger is how long after closing an auction's log is still followed.
 	Linger time.Duration
 	// Refresh is how often the list of hot auctions is read from
 	// PostgreSQL; auctions this process accepts bids for join it at once
-	// (Notify). Default 1s.
+	// (Notify).
 	Refresh time.Duration
 	// Secret signs every message (the cluster secret): persisters drop what
 	// they cannot verify. Empty signs nothing (an insecure cluster).
@@ -53,6 +53,25 @@ type RelayConfig struct {
 	// whose batch was never acknowledged is gone after a failover.
 	Replication redisstore.Replication
 	Log         *slog.Logger
+}
+
+// DefaultRelayConfig is the one statement of the relay's defaults: NewRelay
+// fills a zero field from it.
+func DefaultRelayConfig() RelayConfig {
+	return RelayConfig{Interval: 20 * time.Millisecond, Batch: 1000, Refeed: 5 * time.Second, Linger: time.Hour,
+		Refresh: time.Second, Log: slog.Default()}
+}
+
+// withDefaults returns c with every zero field taken from DefaultRelayConfig.
+func (c RelayConfig) withDefaults() RelayConfig {
+	d := DefaultRelayConfig()
+	c.Interval = cmp.Or(c.Interval, d.Interval)
+	c.Batch = cmp.Or(c.Batch, d.Batch)
+	c.Refeed = cmp.Or(c.Refeed, d.Refeed)
+	c.Linger = cmp.Or(c.Linger, d.Linger)
+	c.Refresh = cmp.Or(c.Refresh, d.Refresh)
+	c.Log = cmp.Or(c.Log, d.Log)
+	return c
 }
 
 // Relay produces the bids accepted on the hot path to Kafka. Each auction's
@@ -93,24 +112,7 @@ type stall struct {
 // NewRelay returns a Relay that follows the hot auctions db lists, producing
 // with w, metrics on reg.
 func NewRelay(db pgstore.Querier, rdb redis.UniversalClient, w Writer, cfg RelayConfig, reg prometheus.Registerer) *Relay {
-	if cfg.Interval <= 0 {
-		cfg.Interval = 20 * time.Millisecond
-	}
-	if cfg.Batch <= 0 {
-		cfg.Batch = 1000
-	}
-	if cfg.Refeed <= 0 {
-		cfg.Refeed = 5 * time.Second
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.Default()
-	}
-	if cfg.Linger <= 0 {
-		cfg.Linger = time.Hour
-	}
-	if cfg.Refresh <= 0 {
-		cfg.Refresh = time.Second
-	}
+	cfg = cfg.withDefaults()
 	return &Relay{db: &pgstore.Store{DB: db}, rdb: redisstore.NewReplicated(rdb, cfg.Replication), w: w, cfg: cfg, metrics: newRelayMetrics(reg),
 		wake: make(chan struct{}, 1), stalled: make(map[int64]stall), hot: make(map[int64]bool)}
 }

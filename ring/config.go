@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,13 +23,13 @@ const (
 )
 
 // Config says who this node is and how to reach the cluster. Zero values
-// take the defaults given on each field.
+// take DefaultConfig's, except BindPort (see DefaultConfig).
 type Config struct {
 	NodeID        string   // required: the operator's stable id, letters, digits, '.', '_' and '-'
-	BindAddr      string   // IP to gossip on (UDP and TCP); default "127.0.0.1"
-	BindPort      int      // 0 picks a free port
-	AdvertiseAddr string   // IP the others reach this node at; default BindAddr (0.0.0.0: a private IP of this host)
-	AdvertisePort int      // default the bound port
+	BindAddr      string   // IP to gossip on (UDP and TCP)
+	BindPort      int      // port to gossip on; 0 picks a free port
+	AdvertiseAddr string   // IP the others reach this node at; empty: BindAddr (0.0.0.0: a private IP of this host)
+	AdvertisePort int      // port the others reach this node at; 0: the bound port
 	Seeds         []string // host:port of members to join; empty starts a new cluster
 	SecretKey     []byte   // gossip encryption key (AES, 16, 24 or 32 bytes), nil for none
 
@@ -36,11 +37,11 @@ type Config struct {
 	PublicAddr   string   // host:port of this node's public HTTP API, gossiped to the others
 	Roles        []string // roles this node runs; only "shard" puts it on the ownership ring
 
-	PartitionCount    int     // consistent partitions, default 271 (a prime spreads ids evenly), at most 65536
-	ReplicationFactor int     // virtual nodes per shard member, default 20, at most 1024
-	Load              float64 // consistent's load bound, default 1.25; must be > 1.0 (below 1.0 consistent panics: no member has room)
+	PartitionCount    int     // consistent partitions (a prime spreads ids evenly), at most 65536
+	ReplicationFactor int     // virtual nodes per shard member, at most 1024
+	Load              float64 // consistent's load bound; must be > 1.0 (below 1.0 consistent panics: no member has room)
 
-	Log *slog.Logger // default slog.Default(); memberlist's own log goes to it at debug level
+	Log *slog.Logger // memberlist's own log goes to it at debug level
 
 	// OnChange, if set, is called after every membership change, once the
 	// owner table includes it. It runs on the ring's own goroutine (never
@@ -53,6 +54,49 @@ type Config struct {
 	// before it is used: tests give each cluster its own Label so that a
 	// port reused by a parallel test never merges two test clusters.
 	tune func(*memberlist.Config)
+}
+
+// DefaultConfig is the one statement of the ring defaults: Join fills a
+// zero field from it, and the command line's flags take theirs from it.
+// BindPort is the exception: Join keeps a zero BindPort, which asks for a
+// free port (what tests and embedded uses want); the command line gossips
+// on memberlist's usual port.
+func DefaultConfig() Config {
+	return Config{
+		BindAddr:          "127.0.0.1",
+		BindPort:          memberlist.DefaultLANConfig().BindPort,
+		PartitionCount:    consistent.DefaultPartitionCount,
+		ReplicationFactor: consistent.DefaultReplicationFactor,
+		Load:              consistent.DefaultLoad,
+		Log:               slog.Default(),
+	}
+}
+
+// withDefaults returns c with every zero field but BindPort taken from
+// DefaultConfig.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	c.BindAddr = cmp.Or(c.BindAddr, d.BindAddr)
+	c.PartitionCount = cmp.Or(c.PartitionCount, d.PartitionCount)
+	c.ReplicationFactor = cmp.Or(c.ReplicationFactor, d.ReplicationFactor)
+	c.Load = cmp.Or(c.Load, d.Load)
+	c.Log = cmp.Or(c.Log, d.Log)
+	return c
+}
+
+// withAdvertised returns c with the address and port the others reach this
+// node at filled in where memberlist would not choose them itself. c is
+// valid.
+func (c Config) withAdvertised() Config {
+	if c.AdvertiseAddr == "" && !net.ParseIP(c.BindAddr).Equal(net.IPv4zero) {
+		c.AdvertiseAddr = c.BindAddr
+	}
+	if c.AdvertiseAddr != "" && c.AdvertisePort == 0 {
+		// With an explicit address memberlist would advertise port 0; with
+		// BindPort 0 it fills the chosen port in itself.
+		c.AdvertisePort = c.BindPort
+	}
+	return c
 }
 
 // Change is one membership change.
@@ -68,26 +112,11 @@ const (
 	KindUpdate = "update"
 )
 
-// withDefaults fills the defaults in and checks everything that would make
-// memberlist or consistent fail or panic later, so that a bad configuration
-// is an error from Join, never a panic on some membership event.
-func (c Config) withDefaults() (Config, error) {
-	if c.BindAddr == "" {
-		c.BindAddr = "127.0.0.1"
-	}
-	if c.PartitionCount == 0 {
-		c.PartitionCount = consistent.DefaultPartitionCount
-	}
-	if c.ReplicationFactor == 0 {
-		c.ReplicationFactor = consistent.DefaultReplicationFactor
-	}
-	if c.Load == 0 {
-		c.Load = consistent.DefaultLoad
-	}
-	if c.Log == nil {
-		c.Log = slog.Default()
-	}
-
+// Validate checks everything that would make memberlist or consistent
+// fail or panic later, so that a bad configuration is an error from Join,
+// never a panic on some membership event. Join checks c with its defaults
+// in.
+func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
@@ -113,13 +142,6 @@ func (c Config) withDefaults() (Config, error) {
 		// memberlist advertises a private IP of this host.
 	case bind != nil && bind.IsUnspecified():
 		bad("BindAddr %s needs an AdvertiseAddr", c.BindAddr)
-	default:
-		c.AdvertiseAddr = c.BindAddr
-	}
-	if c.AdvertiseAddr != "" && c.AdvertisePort == 0 {
-		// With an explicit address memberlist would advertise port 0; with
-		// BindPort 0 it fills the chosen port in itself.
-		c.AdvertisePort = c.BindPort
 	}
 	for _, s := range c.Seeds {
 		if s == "" {
@@ -161,9 +183,9 @@ func (c Config) withDefaults() (Config, error) {
 		bad("Load %v must be a number greater than 1.0", c.Load)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return c, fmt.Errorf("ring: bad config: %w", err)
+		return fmt.Errorf("ring: bad config: %w", err)
 	}
-	return c, nil
+	return nil
 }
 
 func checkNodeID(id string) error {

@@ -66,10 +66,11 @@ type Ring struct {
 // stops. When Join returns, the ring already holds every member learned
 // during the join.
 func Join(ctx context.Context, cfg Config, reg prometheus.Registerer) (*Ring, error) {
-	cfg, err := cfg.withDefaults()
-	if err != nil {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withAdvertised()
 	name := incarnationName(cfg.NodeID)
 	md := meta{
 		ID:           cfg.NodeID,

@@ -28,7 +28,7 @@ type ownership struct {
 	owner []uint32
 }
 
-// ringParams are the consistent settings, validated by Config.withDefaults.
+// ringParams are the consistent settings, validated by Config.Validate.
 type ringParams struct {
 	partitions, replication int
 	load                    float64
@@ -87,7 +87,7 @@ func ringMembers(table map[string]*entry) []Member {
 }
 
 // buildOwnership computes the owner of every partition. consistent panics
-// on configurations it cannot place; Config.withDefaults rules those out,
+// on configurations it cannot place; Config.Validate rules those out,
 // and a panic anyway (a bug, or a consistent release that behaves
 // differently) is returned as an error so the caller keeps its last table.
 func buildOwnership(p ringParams, shards []Member) (own *ownership, err error) {

@@ -5,6 +5,7 @@
 package shard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,7 +24,7 @@ import (
 
 // Config tunes a Service. Zero values take DefaultConfig's.
 type Config struct {
-	MaxBatch    int           // bids per hot script call (1 disables batching)
+	MaxBatch    int           // bids per hot script call (1 disables batching), at most MaxBatchLimit
 	MaxQueue    int           // waiting bids per hot auction before 503
 	BatchIdle   time.Duration // an idle hot auction's goroutine exits after this
 	CacheMaxAge time.Duration // price cache entries older than this are ignored
@@ -31,47 +32,69 @@ type Config struct {
 	RateBurst   int           // token bucket size
 	PromoteRate int           // cold bids per second on one node that promote an auction; negative disables
 	// Replication, when Replicas > 0, answers a hot batch's bidders only once
-	// that many Redis replicas hold it (else 503).
+	// that many Redis replicas hold it (else 503), waiting at most its
+	// Timeout.
 	Replication redisstore.Replication
-	Log         *slog.Logger // default slog.Default()
+	Log         *slog.Logger
 	// OnHotAccepted, when set, is called after a batch accepted bids on a hot
 	// auction (the relay of this process wakes on it).
 	OnHotAccepted func(auctionID int64)
 }
 
-// DefaultConfig holds the defaults: the values New gives zero fields and
-// the command line's flag defaults.
+// MaxBatchLimit bounds Config.MaxBatch: a batch is one Redis script call,
+// which blocks the Redis shard for its whole run.
+const MaxBatchLimit = 4096
+
+// DefaultConfig is the one statement of the shard defaults: New fills a
+// zero field from it, and the command line's flags take theirs from it.
 func DefaultConfig() Config {
 	return Config{MaxBatch: 256, MaxQueue: 4096, BatchIdle: 2 * time.Second, CacheMaxAge: 300 * time.Millisecond,
-		RateLimit: 5, RateBurst: 10, PromoteRate: 20, Replication: redisstore.Replication{Timeout: 500 * time.Millisecond}}
+		RateLimit: 5, RateBurst: 10, PromoteRate: 20, Replication: redisstore.Replication{Timeout: 500 * time.Millisecond},
+		Log: slog.Default()}
 }
 
-func (c *Config) setDefaults() {
+// withDefaults returns c with every zero field taken from DefaultConfig.
+func (c Config) withDefaults() Config {
 	d := DefaultConfig()
-	setZero(&c.MaxBatch, d.MaxBatch)
-	setZero(&c.MaxQueue, d.MaxQueue)
-	setZero(&c.RateBurst, d.RateBurst)
-	setZero(&c.PromoteRate, d.PromoteRate)
-	setZero(&c.RateLimit, d.RateLimit)
-	if c.BatchIdle <= 0 {
-		c.BatchIdle = d.BatchIdle
+	c.MaxBatch = cmp.Or(c.MaxBatch, d.MaxBatch)
+	c.MaxQueue = cmp.Or(c.MaxQueue, d.MaxQueue)
+	c.BatchIdle = cmp.Or(c.BatchIdle, d.BatchIdle)
+	c.CacheMaxAge = cmp.Or(c.CacheMaxAge, d.CacheMaxAge)
+	c.RateLimit = cmp.Or(c.RateLimit, d.RateLimit)
+	c.RateBurst = cmp.Or(c.RateBurst, d.RateBurst)
+	c.PromoteRate = cmp.Or(c.PromoteRate, d.PromoteRate)
+	c.Replication.Timeout = cmp.Or(c.Replication.Timeout, d.Replication.Timeout)
+	c.Log = cmp.Or(c.Log, d.Log)
+	return c
+}
+
+// Validate reports the settings a Service cannot run with. It checks c as
+// it is, zero fields included: the command line's flags start from
+// DefaultConfig, so a zero there was asked for.
+func (c Config) Validate() error {
+	var errs []error
+	if c.MaxBatch < 1 || c.MaxBatch > MaxBatchLimit {
+		errs = append(errs, fmt.Errorf("MaxBatch must be from 1 to %d, got %d", MaxBatchLimit, c.MaxBatch))
+	}
+	if c.MaxQueue < 1 {
+		errs = append(errs, fmt.Errorf("MaxQueue must be positive, got %d", c.MaxQueue))
+	}
+	if c.RateLimit > 0 && c.RateBurst < 1 {
+		errs = append(errs, fmt.Errorf("RateBurst must be at least 1, got %d", c.RateBurst))
 	}
 	if c.CacheMaxAge <= 0 {
-		c.CacheMaxAge = d.CacheMaxAge
+		errs = append(errs, fmt.Errorf("CacheMaxAge must be positive, got %v", c.CacheMaxAge))
 	}
-	if c.Replication.Timeout <= 0 {
-		c.Replication.Timeout = d.Replication.Timeout
+	if c.Replication.Replicas < 0 {
+		errs = append(errs, fmt.Errorf("Replication.Replicas must not be negative, got %d", c.Replication.Replicas))
 	}
-	if c.Log == nil {
-		c.Log = slog.Default()
+	if c.Replication.Replicas > 0 && c.Replication.Timeout <= 0 {
+		errs = append(errs, fmt.Errorf("Replication.Timeout must be positive, got %v", c.Replication.Timeout))
 	}
-}
-
-func setZero[T comparable](v *T, d T) {
-	var zero T
-	if *v == zero {
-		*v = d
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("shard: %w", err)
 	}
+	return nil
 }
 
 // Service places bids and serves auctions.
@@ -94,7 +117,7 @@ type Service struct {
 
 // New returns a Service on PostgreSQL db and Redis rdb, with metrics on reg.
 func New(db *pgxpool.Pool, rdb redis.UniversalClient, cfg Config, reg prometheus.Registerer) *Service {
-	cfg.setDefaults()
+	cfg = cfg.withDefaults()
 	m := newMetrics(reg)
 	cache := newPriceCache(cfg.CacheMaxAge)
 	rs, store := redisstore.NewReplicated(rdb, cfg.Replication), &pgstore.Store{DB: db}

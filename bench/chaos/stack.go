@@ -261,7 +261,7 @@ func (s *stack) startBroker(ctx context.Context) error {
 	}
 	s.brokerPort = port
 	s.broker = &proc{name: "broker", path: s.bin, env: childEnv(), dir: s.dir, logPath: s.logPath("broker"), onDeath: s.died}
-	if err := s.broker.start([]string{"broker", "--port", fmt.Sprint(port), "--partitions", "8"}, brokerReadyLine); err != nil {
+	if err := s.broker.start([]string{"broker", "--port", fmt.Sprint(port)}, brokerReadyLine); err != nil {
 		return err
 	}
 	return s.awaitReady(ctx, s.broker, storeReadyTimeout)

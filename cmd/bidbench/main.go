@@ -29,6 +29,7 @@ import (
 	"golang.org/x/term"
 
 	"bidgate/bench"
+	"bidgate/internal/settings"
 )
 
 const usage = `usage: bidbench <scenario> [flags]
@@ -61,7 +62,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bidbench: unknown scenario %q\n\n%s", scenario, usage)
 		os.Exit(2)
 	}
-	run, err := parse(scenario, args)
+	inv, err := parse(scenario, args)
 	if errors.Is(err, flag.ErrHelp) {
 		return
 	}
@@ -71,17 +72,63 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	os.Exit(run(ctx))
+	os.Exit(inv.run(ctx))
 }
 
-// parse reads the flags of a scenario and returns the run.
-func parse(scenario string, args []string) (func(context.Context) int, error) {
-	fs := flag.NewFlagSet("bidbench "+scenario, flag.ContinueOnError)
-	opt := bench.DefaultOptions()
-	if scenario != "limits" {
+// play runs a scenario on a connected harness.
+type play func(ctx context.Context, e *bench.Env) (*bench.Result, error)
+
+// invocation is one run of bidbench as its command line asks for it.
+type invocation struct {
+	scenario   string
+	opt        bench.Options
+	postgres   settings.Postgres
+	redis      settings.Redis
+	signing    settings.Signing
+	play       play
+	out        string
+	records    bool
+	quiet      bool
+	cpuProfile string
+}
+
+// parse reads the flags (and the environment) of a scenario.
+func parse(scenario string, args []string) (*invocation, error) {
+	fs := settings.NewFlagSet("bidbench " + scenario)
+	inv := &invocation{scenario: scenario, opt: bench.DefaultOptions()}
+	inv.registerTargets(fs)
+	inv.registerStores(fs)
+	inv.registerLoad(fs)
+	inv.registerOutput(fs)
+	switch scenario {
+	case "flash-sale":
+		inv.play = registerFlashSale(fs)
+	case "hot-max", "cold-max":
+		inv.play = registerRamp(fs, scenario)
+	case "close-burst":
+		inv.opt.Limits = false
+		inv.play = registerCloseBurst(fs)
+	case "limits":
+		inv.opt.Limits, inv.opt.SkipReady = true, true
+		inv.play = func(ctx context.Context, e *bench.Env) (*bench.Result, error) { return e.LimitsRun(ctx) }
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	inv.opt.PostgresURL, inv.opt.RedisAddrs, inv.opt.RedisPassword = inv.postgres.URL, inv.redis.Addrs, inv.redis.Password
+	inv.opt.KeyFile, inv.opt.Issuer, inv.opt.Audience = inv.signing.KeyFile, inv.signing.Issuer, inv.signing.Audience
+	inv.opt.Stderr = os.Stderr
+	inv.opt.Progress = !inv.quiet && term.IsTerminal(int(os.Stderr.Fd()))
+	return inv, nil
+}
+
+// registerTargets adds the nodes under load and their metrics endpoints.
+func (inv *invocation) registerTargets(fs *settings.FlagSet) {
+	opt := &inv.opt
+	if inv.scenario != "limits" {
 		fs.StringVar(&opt.Targets, "targets", opt.Targets, "bidgate node base URLs, comma-separated (loopback only), e.g. http://127.0.0.1:8080,http://127.0.0.1:8081")
 	}
-	switch scenario {
+	switch inv.scenario {
 	case "flash-sale", "hot-max", "cold-max":
 		fs.StringVar(&opt.Metrics, "metrics", "", "the nodes' Prometheus endpoints, comma-separated (loopback only), read for process_cpu_seconds_total "+
 			"at the start and end of each step; \"off\" measures none (default: each target's admin port, its port + 300 as bidgate dev lays them out, "+
@@ -89,147 +136,151 @@ func parse(scenario string, args []string) (func(context.Context) int, error) {
 	default:
 		opt.Metrics = "off" // no CPU is reported
 	}
-	fs.StringVar(&opt.PostgresURL, "postgres-url", opt.PostgresURL, "PostgreSQL of bidgate (loopback or Unix socket): bulk creation, the audit, the limits")
-	fs.StringVar(&opt.RedisAddrs, "redis-addrs", opt.RedisAddrs, "Redis of bidgate (loopback), comma-separated for a Redis Cluster")
-	fs.StringVar(&opt.RedisPassword, "redis-password", "", "Redis password")
-	if scenario != "limits" {
-		fs.StringVar(&opt.KeyFile, "key", opt.KeyFile, "private key (PKCS #8 PEM) bidbench signs its bearer tokens with: the one the nodes trust (bidgate dev's --dev-key)")
-		fs.StringVar(&opt.Issuer, "jwt-issuer", opt.Issuer, "iss of the tokens bidbench mints")
-		fs.StringVar(&opt.Audience, "jwt-audience", opt.Audience, "aud of the tokens bidbench mints")
-	} else {
-		opt.KeyFile = "" // the limits send no request
+}
+
+// registerStores adds bidgate's PostgreSQL and Redis (loopback only) and,
+// for a scenario that sends requests, the key its tokens are signed with;
+// the limits send none.
+func (inv *invocation) registerStores(fs *settings.FlagSet) {
+	inv.postgres.RegisterURL(fs)
+	inv.redis.RegisterAddrs(fs)
+	inv.redis.RegisterPassword(fs)
+	if inv.scenario != "limits" {
+		inv.signing.Register(fs, settings.SigningFlags{Key: "key", Issuer: "jwt-issuer", Audience: "jwt-audience"})
 	}
-	if scenario != "limits" {
+}
+
+// registerLoad adds how the load is sent and how the stores' limits are
+// measured.
+func (inv *invocation) registerLoad(fs *settings.FlagSet) {
+	opt := &inv.opt
+	if inv.scenario != "limits" {
 		fs.IntVar(&opt.Loader.Workers, "workers", opt.Loader.Workers, "requests in flight at most (worker pool; connections per node)")
 		fs.IntVar(&opt.Loader.Queue, "queue", opt.Loader.Queue, "scheduled requests that may wait for a worker (the wait counts in latency)")
 		fs.DurationVar(&opt.Loader.Timeout, "timeout", opt.Loader.Timeout, "client timeout of a request (past it: a transport error)")
 		fs.DurationVar(&opt.DrainTimeout, "drain-timeout", opt.DrainTimeout, "how long the audit waits for the pipeline (hot bids in PostgreSQL, ended auctions CLOSED)")
 	}
 	fs.DurationVar(&opt.LimitsDuration, "limits-duration", opt.LimitsDuration, "how long each store limit is measured")
-	if scenario != "limits" && scenario != "close-burst" {
-		fs.BoolVar(&opt.Limits, "limits", true, "also measure the stores' own limits after the scenario and print bidgate's rate as a fraction of each")
+	if inv.scenario != "limits" && inv.scenario != "close-burst" {
+		fs.BoolVar(&opt.Limits, "limits", opt.Limits, "also measure the stores' own limits after the scenario and print bidgate's rate as a fraction of each")
 	}
-	var seed uint64
-	fs.Uint64Var(&seed, "seed", 0, "random seed (0: random; the result records it)")
-	out := fs.String("out", "", "result file (JSON; the HTML report and the records go beside it) (default bench-results/<scenario>-<timestamp>.json)")
-	records := fs.Bool("records", true, "write every request to <out>.records.jsonl.gz")
-	quiet := fs.Bool("quiet", false, "no progress bar (there is none anyway when stderr is not a terminal)")
-	cpuProfile := fs.String("cpuprofile", "", "write bidbench's own CPU profile (pprof) of the whole run to this file")
+	fs.Uint64Var(&opt.Seed, "seed", 0, "random seed (0: random; the result records it)")
+}
 
-	var run func(ctx context.Context, e *bench.Env) (*bench.Result, error)
-	switch scenario {
-	case "flash-sale":
-		c := bench.DefaultFlashSale()
-		fs.IntVar(&c.Cold, "cold", c.Cold, "cold auctions")
-		fs.StringVar(&c.Create, "create", "", "how cold auctions are created: api (concurrent POST /auctions, slower, more honest) or sql (one INSERT ... SELECT generate_series) (default sql above 10,000 auctions, api otherwise)")
-		fs.IntVar(&c.CreateConc, "create-concurrency", c.CreateConc, "concurrent clients creating auctions through the API")
-		fs.Float64Var(&c.ColdRate, "cold-rate", c.ColdRate, "bids/s spread at random over all cold auctions")
-		fs.Float64Var(&c.ColdEndShare, "cold-end-share", c.ColdEndShare, "share of cold auctions that end inside the run")
-		fs.IntVar(&c.Hot, "hot", c.Hot, "hot auctions (created through the API with \"hot\": true)")
-		fs.Float64Var(&c.HotRate, "hot-rate", c.HotRate, "bids/s per hot auction")
-		fs.DurationVar(&c.Duration, "duration", c.Duration, "length of the load; hot auctions end at 3/4 of it and anti-sniping extends them past it")
-		fs.DurationVar(&c.ExtendWindow, "extend-window", 0, "anti-sniping window of the auctions (default duration/12, at least 1s)")
-		fs.DurationVar(&c.ExtendBy, "extend-by", 0, "anti-sniping extension (default the window)")
-		fs.Float64Var(&c.RetryShare, "retry-share", c.RetryShare, "share of requests sent again with the same Idempotency-Key")
-		fs.Float64Var(&c.TimeoutShare, "timeout-share", c.TimeoutShare, "share of the retried requests whose first attempt uses --short-timeout")
-		fs.DurationVar(&c.ShortTimeout, "short-timeout", c.ShortTimeout, "client timeout of a deliberately timed-out first attempt")
-		fs.DurationVar(&c.RetryDelay, "retry-delay", c.RetryDelay, "a retry goes up to this long after the first attempt's end")
-		fs.IntVar(&c.LateBids, "late-bids", c.LateBids, "bids per hot auction (and over cold auctions that ended) sent after the end; all must be refused")
-		fs.IntVar(&c.Bidders, "bidders", 0, "distinct bidder ids (default max(20000, 2 x total bids/s), so no bidder nears the 5/s limit)")
-		fs.Float64Var(&c.ProxyShare, "proxy-share", c.ProxyShare, "share of bids sent as proxy bids (maxAmount)")
-		fs.Float64Var(&c.RepeatShare, "repeat-share", c.RepeatShare, "share of bids by the bidder of the auction's latest proxy bid (raises, already_leading, max_not_raised)")
-		fs.Float64Var(&c.ReserveShare, "reserve-share", c.ReserveShare, "share of cold auctions with a hidden reserve (and every other hot one while above 0)")
-		fs.Float64Var(&c.BuyNowShare, "buy-now-share", c.BuyNowShare, "share of cold auctions with a buy-now price (and every other hot one while above 0)")
-		fs.IntVar(&c.BuyNows, "buy-nows", c.BuyNows, "buy-now requests on cold auctions at the start (and one bought hot auction)")
-		run = func(ctx context.Context, e *bench.Env) (*bench.Result, error) { return e.FlashSale(ctx, c) }
-	case "hot-max", "cold-max":
-		c := bench.DefaultHotMax()
+// registerOutput adds where the results go.
+func (inv *invocation) registerOutput(fs *settings.FlagSet) {
+	fs.StringVar(&inv.out, "out", "", "result file (JSON; the HTML report and the records go beside it) (default bench-results/<scenario>-<timestamp>.json)")
+	fs.BoolVar(&inv.records, "records", true, "write every request to <out>.records.jsonl.gz")
+	fs.BoolVar(&inv.quiet, "quiet", false, "no progress bar (there is none anyway when stderr is not a terminal)")
+	fs.StringVar(&inv.cpuProfile, "cpuprofile", "", "write bidbench's own CPU profile (pprof) of the whole run to this file")
+}
+
+func registerFlashSale(fs *settings.FlagSet) play {
+	c := bench.DefaultFlashSale()
+	fs.IntVar(&c.Cold, "cold", c.Cold, "cold auctions")
+	fs.StringVar(&c.Create, "create", "", "how cold auctions are created: api (concurrent POST /auctions, slower, more honest) or sql (one INSERT ... SELECT generate_series) (default sql above 10,000 auctions, api otherwise)")
+	fs.IntVar(&c.CreateConc, "create-concurrency", c.CreateConc, "concurrent clients creating auctions through the API")
+	fs.Float64Var(&c.ColdRate, "cold-rate", c.ColdRate, "bids/s spread at random over all cold auctions")
+	fs.Float64Var(&c.ColdEndShare, "cold-end-share", c.ColdEndShare, "share of cold auctions that end inside the run")
+	fs.IntVar(&c.Hot, "hot", c.Hot, "hot auctions (created through the API with \"hot\": true)")
+	fs.Float64Var(&c.HotRate, "hot-rate", c.HotRate, "bids/s per hot auction")
+	fs.DurationVar(&c.Duration, "duration", c.Duration, "length of the load; hot auctions end at 3/4 of it and anti-sniping extends them past it")
+	fs.DurationVar(&c.ExtendWindow, "extend-window", 0, "anti-sniping window of the auctions (default duration/12, at least 1s)")
+	fs.DurationVar(&c.ExtendBy, "extend-by", 0, "anti-sniping extension (default the window)")
+	fs.Float64Var(&c.RetryShare, "retry-share", c.RetryShare, "share of requests sent again with the same Idempotency-Key")
+	fs.Float64Var(&c.TimeoutShare, "timeout-share", c.TimeoutShare, "share of the retried requests whose first attempt uses --short-timeout")
+	fs.DurationVar(&c.ShortTimeout, "short-timeout", c.ShortTimeout, "client timeout of a deliberately timed-out first attempt")
+	fs.DurationVar(&c.RetryDelay, "retry-delay", c.RetryDelay, "a retry goes up to this long after the first attempt's end")
+	fs.IntVar(&c.LateBids, "late-bids", c.LateBids, "bids per hot auction (and over cold auctions that ended) sent after the end; all must be refused")
+	fs.IntVar(&c.Bidders, "bidders", 0, "distinct bidder ids (default max(20000, 2 x total bids/s), so no bidder nears the 5/s limit)")
+	fs.Float64Var(&c.ProxyShare, "proxy-share", c.ProxyShare, "share of bids sent as proxy bids (maxAmount)")
+	fs.Float64Var(&c.RepeatShare, "repeat-share", c.RepeatShare, "share of bids by the bidder of the auction's latest proxy bid (raises, already_leading, max_not_raised)")
+	fs.Float64Var(&c.ReserveShare, "reserve-share", c.ReserveShare, "share of cold auctions with a hidden reserve (and every other hot one while above 0)")
+	fs.Float64Var(&c.BuyNowShare, "buy-now-share", c.BuyNowShare, "share of cold auctions with a buy-now price (and every other hot one while above 0)")
+	fs.IntVar(&c.BuyNows, "buy-nows", c.BuyNows, "buy-now requests on cold auctions at the start (and one bought hot auction)")
+	return func(ctx context.Context, e *bench.Env) (*bench.Result, error) { return e.FlashSale(ctx, c) }
+}
+
+// registerRamp adds the flags of hot-max or cold-max.
+func registerRamp(fs *settings.FlagSet, scenario string) play {
+	c := bench.DefaultHotMax()
+	if scenario == "cold-max" {
+		c = bench.DefaultColdMax()
+	}
+	fs.Float64Var(&c.StartRate, "start-rate", c.StartRate, "bids/s of the first step")
+	fs.Float64Var(&c.Factor, "factor", c.Factor, "rate multiplier per step")
+	fs.DurationVar(&c.Step, "step", c.Step, "length of a step")
+	fs.IntVar(&c.MaxSteps, "max-steps", c.MaxSteps, "steps at most")
+	fs.Float64Var(&c.MaxRate, "max-rate", c.MaxRate, "rate at most")
+	fs.DurationVar(&c.P99, "p99", c.P99, "a step holds while its p99 (all answers) stays at or under this and no 5xx/transport error appears")
+	fs.IntVar(&c.Bidders, "bidders", 0, "distinct bidder ids (default max(20000, max-rate/2))")
+	return func(ctx context.Context, e *bench.Env) (*bench.Result, error) {
 		if scenario == "cold-max" {
-			c = bench.DefaultColdMax()
+			return e.ColdMax(ctx, c)
 		}
-		fs.Float64Var(&c.StartRate, "start-rate", c.StartRate, "bids/s of the first step")
-		fs.Float64Var(&c.Factor, "factor", c.Factor, "rate multiplier per step")
-		fs.DurationVar(&c.Step, "step", c.Step, "length of a step")
-		fs.IntVar(&c.MaxSteps, "max-steps", c.MaxSteps, "steps at most")
-		fs.Float64Var(&c.MaxRate, "max-rate", c.MaxRate, "rate at most")
-		fs.DurationVar(&c.P99, "p99", c.P99, "a step holds while its p99 (all answers) stays at or under this and no 5xx/transport error appears")
-		fs.IntVar(&c.Bidders, "bidders", 0, "distinct bidder ids (default max(20000, max-rate/2))")
-		run = func(ctx context.Context, e *bench.Env) (*bench.Result, error) {
-			if scenario == "cold-max" {
-				return e.ColdMax(ctx, c)
-			}
-			return e.HotMax(ctx, c)
-		}
-	case "close-burst":
-		opt.Limits = false
-		c := bench.DefaultCloseBurst()
-		fs.IntVar(&c.Auctions, "auctions", c.Auctions, "auctions ending in the same second (created in PostgreSQL)")
-		fs.DurationVar(&c.Lead, "lead", c.Lead, "how far ahead, on the database clock, that second is")
-		fs.Float64Var(&c.BidShare, "bid-share", c.BidShare, "share of the auctions that get one bid before the end (so there are winners)")
-		fs.Float64Var(&c.BidRate, "bid-rate", c.BidRate, "bids/s of those bids")
-		fs.IntVar(&c.LateBids, "late-bids", c.LateBids, "bids sent after the end; all must be refused")
-		fs.DurationVar(&c.Timeout, "close-timeout", c.Timeout, "how long to wait for all to be CLOSED")
-		fs.IntVar(&c.Bidders, "bidders", 0, "distinct bidder ids (default max(20000, auctions))")
-		run = func(ctx context.Context, e *bench.Env) (*bench.Result, error) { return e.CloseBurstRun(ctx, c) }
-	case "limits":
-		opt.Limits, opt.SkipReady = true, true
-		run = func(ctx context.Context, e *bench.Env) (*bench.Result, error) { return e.LimitsRun(ctx) }
+		return e.HotMax(ctx, c)
 	}
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: bidbench %s [flags]\n\n", scenario)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
-	}
-	opt.Seed = seed
-	opt.Stderr = os.Stderr
-	opt.Progress = !*quiet && term.IsTerminal(int(os.Stderr.Fd()))
+}
 
-	return func(ctx context.Context) int {
-		if *cpuProfile != "" {
-			stop, err := startCPUProfile(*cpuProfile)
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "bidbench:", err)
-				return 1
-			}
-			defer stop()
-		}
-		e, err := bench.NewEnv(ctx, opt)
+func registerCloseBurst(fs *settings.FlagSet) play {
+	c := bench.DefaultCloseBurst()
+	fs.IntVar(&c.Auctions, "auctions", c.Auctions, "auctions ending in the same second (created in PostgreSQL)")
+	fs.DurationVar(&c.Lead, "lead", c.Lead, "how far ahead, on the database clock, that second is")
+	fs.Float64Var(&c.BidShare, "bid-share", c.BidShare, "share of the auctions that get one bid before the end (so there are winners)")
+	fs.Float64Var(&c.BidRate, "bid-rate", c.BidRate, "bids/s of those bids")
+	fs.IntVar(&c.LateBids, "late-bids", c.LateBids, "bids sent after the end; all must be refused")
+	fs.DurationVar(&c.Timeout, "close-timeout", c.Timeout, "how long to wait for all to be CLOSED")
+	fs.IntVar(&c.Bidders, "bidders", 0, "distinct bidder ids (default max(20000, auctions))")
+	return func(ctx context.Context, e *bench.Env) (*bench.Result, error) { return e.CloseBurstRun(ctx, c) }
+}
+
+// run connects the harness, plays the scenario and reports; it returns the
+// exit code: 1 when the run failed or a check did.
+func (inv *invocation) run(ctx context.Context) int {
+	if inv.cpuProfile != "" {
+		stop, err := startCPUProfile(inv.cpuProfile)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bidbench:", err)
 			return 1
 		}
-		defer e.Close()
-		res, err := run(ctx, e)
-		if res == nil {
-			fmt.Fprintln(os.Stderr, "bidbench:", err)
-			return 1
-		}
-		if res.Finished.IsZero() {
-			res.Finished = time.Now()
-		}
-		path := *out
-		if path == "" {
-			path = bench.DefaultOut(scenario, res.Started)
-		}
-		if werr := bench.WriteOutputs(res, path, *records); werr != nil {
-			fmt.Fprintln(os.Stderr, "bidbench:", werr)
-		}
-		bench.WriteText(os.Stdout, res)
-		switch {
-		case err != nil:
-			fmt.Fprintln(os.Stderr, "bidbench:", err)
-			return 1
-		case !res.Passed():
-			fmt.Fprintf(os.Stderr, "bidbench: %d check(s) FAILED\n", len(res.Failed()))
-			return 1
-		}
-		return 0
-	}, nil
+		defer stop()
+	}
+	e, err := bench.NewEnv(ctx, inv.opt)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bidbench:", err)
+		return 1
+	}
+	defer e.Close()
+	res, err := inv.play(ctx, e)
+	if res == nil {
+		fmt.Fprintln(os.Stderr, "bidbench:", err)
+		return 1
+	}
+	inv.report(res)
+	switch {
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "bidbench:", err)
+		return 1
+	case !res.Passed():
+		fmt.Fprintf(os.Stderr, "bidbench: %d check(s) FAILED\n", len(res.Failed()))
+		return 1
+	}
+	return 0
+}
+
+// report writes the result files and prints the text report.
+func (inv *invocation) report(res *bench.Result) {
+	if res.Finished.IsZero() {
+		res.Finished = time.Now()
+	}
+	path := inv.out
+	if path == "" {
+		path = bench.DefaultOut(inv.scenario, res.Started)
+	}
+	if err := bench.WriteOutputs(res, path, inv.records); err != nil {
+		fmt.Fprintln(os.Stderr, "bidbench:", err)
+	}
+	bench.WriteText(os.Stdout, res)
 }
 
 // startCPUProfile profiles bidbench itself until the returned stop is

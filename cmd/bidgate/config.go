@@ -2,9 +2,8 @@ package main
 
 import (
 	"encoding/hex"
-	"flag"
+	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -16,271 +15,241 @@ import (
 	"bidgate/fanout"
 	"bidgate/gateway"
 	"bidgate/internal/auth"
-	"bidgate/persist/kafka"
+	"bidgate/internal/settings"
+	"bidgate/ring"
 	"bidgate/shard"
 )
 
-// config is every setting of the binary. Each flag --some-name can also be
-// set by the environment variable BIDGATE_SOME_NAME; a flag on the command
-// line wins.
+// config is every setting of bidgate serve; bidgate migrate takes only the
+// logging and PostgreSQL ones. Each flag --some-name can also be set by the
+// environment variable BIDGATE_SOME_NAME; a flag on the command line wins.
 type config struct {
-	Listen          string
-	PostgresURL     string
-	PostgresConns   int
+	Log      settings.Log
+	Postgres settings.Postgres
+	Redis    settings.Redis
+	Kafka    settings.Kafka
+	Migrate  bool // apply the migrations at start-up
+
+	HTTP    httpConfig
+	Roles   roleSet
+	Auth    authConfig
+	Cluster clusterConfig
+	Shard   shard.Config
+	Fanout  fanout.Config
+}
+
+// httpConfig is the node's three HTTP endpoints and their limits.
+type httpConfig struct {
+	Listen          string // the public API
+	InternalListen  string // forwarded bids from the other nodes
+	AdminListen     string // metrics, cluster routes, the detailed readiness
 	RequestTimeout  time.Duration
 	ShutdownTimeout time.Duration
-	LogLevel        string
-	LogFormat       string
-	Migrate         bool
-	RedisAddrs      string
-	RedisUsername   string
-	RedisPassword   string
-	RedisTLS        bool
-	RedisTLSCA      string
-	JWKSFile        string
-	JWKSURL         string
-	JWTIssuer       string
-	JWTAudience     string
-	DevKey          string
-	Auth            string
-	Shard           shard.Config
-	Fanout          fanout.Config
-	AllowedOrigins  string
 	MaxConns        int
 	MaxConnsPerIP   int
+	AllowedOrigins  string // comma-separated Origin values of WebSocket connections; empty allows all
+}
 
-	Roles             roleSet
-	Kafka             string
-	KafkaEmbeddedPort int
-	KafkaPartitions   int
-	KafkaReplication  int
-	PersisterGroup    string
-	KafkaTLS          bool
-	KafkaTLSCA        string
-	KafkaSASL         kafka.SASLConfig
+// authConfig is how the API verifies bearer tokens.
+type authConfig struct {
+	Mode     string // on, or off (no verification, development only)
+	JWKSFile string
+	JWKSURL  string
+	Issuer   string
+	Audience string
+	DevKey   string // a private key file whose tokens are trusted (development only)
+}
 
+// clusterConfig is who this node is in the cluster and how it proves it.
+type clusterConfig struct {
 	NodeID            string
-	InternalListen    string
-	AdminListen       string
-	InternalAdvertise string
+	InternalAdvertise string // host:port the others reach the internal endpoint at
 	GossipBind        string
 	GossipPort        int
 	GossipAdvertise   string
-	Seeds             string
-	ClusterKey        string
-	ClusterSecret     string
-	InsecureCluster   bool
+	Seeds             string // comma-separated gossip addresses of members to join
+	Key               string // gossip key, hex
+	Secret            string // signs forwarded bids and Kafka messages
+	Insecure          bool   // development: run without Key and Secret
 }
 
+// parseConfig reads the flags and environment of bidgate cmd (serve or
+// migrate).
 func parseConfig(cmd string, args []string) (config, error) {
-	c := config{Roles: roleSet{}}
-	_ = c.Roles.Set(strings.Join(allRoles, ","))
-	fs := flag.NewFlagSet("bidgate "+cmd, flag.ContinueOnError)
-	fs.StringVar(&c.PostgresURL, "postgres-url", "postgres://postgres@127.0.0.1:5432/bidgate?sslmode=disable", "PostgreSQL connection URL")
-	fs.IntVar(&c.PostgresConns, "postgres-conns", 32, "PostgreSQL pool size")
-	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
-	if cmd == "serve" {
-		fs.StringVar(&c.Listen, "listen", ":8080", "HTTP listen address")
-		fs.DurationVar(&c.RequestTimeout, "request-timeout", 5*time.Second, "time budget of one request's store calls")
-		fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long graceful shutdown waits for in-flight requests")
-		fs.BoolVar(&c.Migrate, "migrate", true, "apply database migrations at start-up")
-		fs.StringVar(&c.RedisAddrs, "redis-addrs", "127.0.0.1:6379", "Redis address, or several comma-separated for a Redis Cluster")
-		fs.StringVar(&c.RedisUsername, "redis-username", "", "Redis ACL user (empty: the default user)")
-		fs.StringVar(&c.RedisPassword, "redis-password", "", "Redis password (prefer BIDGATE_REDIS_PASSWORD)")
-		fs.BoolVar(&c.RedisTLS, "redis-tls", false, "connect to Redis over TLS")
-		fs.StringVar(&c.RedisTLSCA, "redis-tls-ca", "", "PEM file of the CA Redis's certificate chains to (implies --redis-tls; empty: the system's roots)")
-		fs.StringVar(&c.Auth, "auth", "on", "on: bearer tokens required; off: no verification, the ids in request bodies are trusted (development only, warned at every start)")
-		fs.StringVar(&c.JWKSFile, "jwt-jwks-file", "", "JWKS file of the token issuer's public keys (re-read when it changes)")
-		fs.StringVar(&c.JWKSURL, "jwt-jwks-url", "", "JWKS URL of the token issuer (cached, refreshed, refetched on an unknown key id)")
-		fs.StringVar(&c.JWTIssuer, "jwt-issuer", "", "required iss of bearer tokens")
-		fs.StringVar(&c.JWTAudience, "jwt-audience", "", "required aud of bearer tokens")
-		fs.StringVar(&c.DevKey, "dev-key", "", "development only: trust tokens signed by this private key file (created if missing), issuer "+auth.DevIssuer+", audience "+auth.DevAudience+"; mint them with bidgate token")
-		sd, fd := shard.DefaultConfig(), fanout.DefaultConfig()
-		fs.IntVar(&c.Shard.MaxBatch, "hot-batch", sd.MaxBatch, "bids per Redis script call on a hot auction (1 disables batching)")
-		fs.IntVar(&c.Shard.MaxQueue, "hot-queue", sd.MaxQueue, "bids that may wait on one hot auction before 503")
-		fs.Float64Var(&c.Shard.RateLimit, "rate-limit", sd.RateLimit, "bids per second per bidder, across all auctions (negative disables)")
-		fs.IntVar(&c.Shard.RateBurst, "rate-burst", sd.RateBurst, "token bucket size per bidder")
-		fs.IntVar(&c.Shard.PromoteRate, "promote-rate", sd.PromoteRate, "cold bids per second on one node that promote an auction to hot (negative disables)")
-		fs.DurationVar(&c.Shard.CacheMaxAge, "price-cache-age", sd.CacheMaxAge, "how old a cached price may be and still refuse bids")
-		fs.IntVar(&c.Shard.Replication.Replicas, "redis-wait-replicas", 0,
-			"answer hot bids only once this many Redis replicas hold them (one WAIT per batch; 0: do not wait, a failover may lose acknowledged bids)")
-		fs.DurationVar(&c.Shard.Replication.Timeout, "redis-wait-timeout", sd.Replication.Timeout,
-			"how long a batch waits for --redis-wait-replicas before its bidders get 503")
-		fs.DurationVar(&c.Fanout.Interval, "ws-interval", fd.Interval, "at most one WebSocket message per auction per interval")
-		fs.IntVar(&c.Fanout.MaxViewers, "ws-max-viewers", 0, "WebSocket viewers per node before 503 (0: a quarter of the file descriptor limit)")
-		fs.IntVar(&c.Fanout.MaxViewersPerAddr, "ws-max-viewers-per-ip", fd.MaxViewersPerAddr, "WebSocket viewers per client address before 429")
-		fs.IntVar(&c.MaxConns, "max-conns", 0, "HTTP connections served at once before new ones get 503 (0: half the file descriptor limit)")
-		fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", gateway.DefaultConfig().MaxConnsPerIP, "HTTP connections from one client address")
-		fs.StringVar(&c.AllowedOrigins, "ws-origins", "", "comma-separated Origin values allowed on WebSocket connections; empty allows all")
-		fs.Var(c.Roles, "roles", "comma-separated roles to run: "+strings.Join(allRoles, ","))
-		fs.StringVar(&c.Kafka, "kafka", "", "Kafka brokers, comma-separated; empty starts an embedded broker on loopback")
-		fs.IntVar(&c.KafkaEmbeddedPort, "kafka-embedded-port", 0, "port of the embedded Kafka broker (0: any free port)")
-		fs.IntVar(&c.KafkaPartitions, "kafka-partitions", 8, "partitions of the topics bidgate creates")
-		fs.IntVar(&c.KafkaReplication, "kafka-replication", 1, "replication factor of the topics bidgate creates on a real cluster")
-		fs.BoolVar(&c.KafkaTLS, "kafka-tls", false, "connect to Kafka over TLS")
-		fs.StringVar(&c.KafkaTLSCA, "kafka-tls-ca", "", "PEM file of the CA the Kafka brokers' certificates chain to (implies --kafka-tls; empty: the system's roots)")
-		fs.StringVar(&c.KafkaSASL.Mechanism, "kafka-sasl-mechanism", "", "Kafka SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: none)")
-		fs.StringVar(&c.KafkaSASL.Username, "kafka-sasl-username", "", "Kafka SASL user")
-		fs.StringVar(&c.KafkaSASL.Password, "kafka-sasl-password", "", "Kafka SASL password (prefer BIDGATE_KAFKA_SASL_PASSWORD)")
-		fs.StringVar(&c.PersisterGroup, "persister-group", "bidgate-persister", "Kafka consumer group of the persisters")
-		host, _ := os.Hostname()
-		fs.StringVar(&c.NodeID, "node-id", host, "this node's stable id in the cluster")
-		fs.StringVar(&c.InternalListen, "internal-listen", "127.0.0.1:8081", "listen address of the internal endpoint that takes forwarded bids (loopback by default: set it to reach other machines)")
-		fs.StringVar(&c.AdminListen, "admin-listen", "127.0.0.1:9090", "listen address of the admin endpoint: /metrics, /cluster/* (operator scope), the detailed /readyz (loopback by default)")
-		fs.StringVar(&c.InternalAdvertise, "internal-advertise", "", "host:port other nodes reach the internal endpoint at (default: gossip address with the internal port)")
-		fs.StringVar(&c.GossipBind, "gossip-bind", "127.0.0.1", "address memberlist binds to")
-		fs.IntVar(&c.GossipPort, "gossip-port", 7946, "memberlist port (TCP and UDP)")
-		fs.StringVar(&c.GossipAdvertise, "gossip-advertise", "", "address other nodes reach this one at (default --gossip-bind)")
-		fs.StringVar(&c.Seeds, "seeds", "", "gossip addresses (host:port, comma-separated) of cluster members to join; empty starts a new cluster")
-		fs.StringVar(&c.ClusterKey, "cluster-key", "", "gossip encryption and authentication key, hex (16, 24 or 32 bytes), the same on every node; required unless --insecure-cluster")
-		fs.StringVar(&c.ClusterSecret, "cluster-secret", "", "secret (at least 16 bytes) that signs forwarded bids and Kafka messages, the same on every node; required unless --insecure-cluster")
-		fs.BoolVar(&c.InsecureCluster, "insecure-cluster", false, "development only: gossip in clear and sign nothing when no --cluster-key / --cluster-secret is given (warned at every start)")
-	}
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: bidgate %s [flags]\n\nEvery flag can also be set as BIDGATE_<FLAG_NAME> in the environment.\n\n", cmd)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		env := "BIDGATE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(env); ok && !set[f.Name] && err == nil {
-			if e := f.Value.Set(v); e != nil {
-				err = fmt.Errorf("%s=%q: %w", env, v, e)
-			}
-		}
-	})
-	if err != nil {
-		return c, err
-	}
-	if c.PostgresConns < 1 || c.PostgresConns > 1000 {
-		return c, fmt.Errorf("--postgres-conns must be from 1 to 1000, got %d", c.PostgresConns)
-	}
-	if cmd == "serve" {
-		switch {
-		case c.Shard.MaxBatch < 1 || c.Shard.MaxBatch > 4096:
-			return c, fmt.Errorf("--hot-batch must be from 1 to 4096, got %d", c.Shard.MaxBatch)
-		case c.Shard.Replication.Replicas < 0:
-			return c, fmt.Errorf("--redis-wait-replicas must not be negative, got %d", c.Shard.Replication.Replicas)
-		case c.Shard.Replication.Replicas > 0 && c.Shard.Replication.Timeout <= 0:
-			return c, fmt.Errorf("--redis-wait-timeout must be positive, got %v", c.Shard.Replication.Timeout)
-		case c.Shard.MaxQueue < 1:
-			return c, fmt.Errorf("--hot-queue must be positive, got %d", c.Shard.MaxQueue)
-		case c.Shard.RateLimit > 0 && c.Shard.RateBurst < 1:
-			return c, fmt.Errorf("--rate-burst must be at least 1, got %d", c.Shard.RateBurst)
-		case c.Shard.CacheMaxAge <= 0:
-			return c, fmt.Errorf("--price-cache-age must be positive")
-		case c.KafkaPartitions < 1 || c.KafkaPartitions > 1024:
-			return c, fmt.Errorf("--kafka-partitions must be from 1 to 1024, got %d", c.KafkaPartitions)
-		case c.KafkaEmbeddedPort < 0 || c.KafkaEmbeddedPort > 65535:
-			return c, fmt.Errorf("--kafka-embedded-port must be a port number, got %d", c.KafkaEmbeddedPort)
-		}
-		if err := c.Roles.check(); err != nil {
-			return c, err
-		}
-		if err := c.checkCluster(); err != nil {
-			return c, err
-		}
-		if _, err := c.kafkaSecurity(); err != nil {
-			return c, err
-		}
-		if _, err := clientTLS(c.RedisTLS, c.RedisTLSCA); err != nil {
-			return c, fmt.Errorf("--redis-tls-ca: %w", err)
-		}
-		if c.Kafka == "" && (c.KafkaTLS || c.KafkaTLSCA != "" || c.KafkaSASL != (kafka.SASLConfig{})) {
-			return c, fmt.Errorf("--kafka-tls and --kafka-sasl-* are for a Kafka cluster (--kafka); the embedded broker is plaintext on loopback")
-		}
-		if c.NodeID == "" {
-			return c, fmt.Errorf("--node-id is required")
-		}
-		if err := c.checkAuth(); err != nil {
-			return c, err
-		}
-		// Connections and viewers take file descriptors; bounded below the
-		// limit, a flood is refused instead of ending the process.
-		files := descriptorLimit()
-		if c.MaxConns == 0 {
-			c.MaxConns = max(files/2, 16)
-		}
-		if c.Fanout.MaxViewers == 0 {
-			c.Fanout.MaxViewers = max(files/4, 16)
-		}
-		if c.Fanout.Interval <= 0 || c.Fanout.MaxViewers < 1 || c.Fanout.MaxViewersPerAddr < 1 || c.MaxConns < 1 || c.MaxConnsPerIP < 1 {
-			return c, fmt.Errorf("--ws-interval, --ws-max-viewers, --ws-max-viewers-per-ip, --max-conns and --max-conns-per-ip must be positive")
-		}
-		if c.AllowedOrigins != "" {
-			allowed := strings.Split(c.AllowedOrigins, ",")
-			c.Fanout.CheckOrigin = func(origin string) bool { return slices.Contains(allowed, origin) }
-		}
-	}
-	return c, nil
+	var c config
+	err := c.flags(cmd).Parse(args)
+	return c, err
 }
 
-func (c config) logger() (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
+// flags are the flags of bidgate cmd, which set c.
+func (c *config) flags(cmd string) *settings.FlagSet {
+	fs := settings.NewFlagSet("bidgate " + cmd)
+	c.Log.Register(fs)
+	c.Postgres.Register(fs)
+	if cmd == "serve" {
+		c.registerServe(fs)
 	}
-	opts := &slog.HandlerOptions{Level: level}
-	switch c.LogFormat {
-	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	return fs
+}
+
+// registerServe adds the flags of bidgate serve and their checks, which
+// run in this order.
+func (c *config) registerServe(fs *settings.FlagSet) {
+	c.Roles = roleSet{}
+	fs.BoolVar(&c.Migrate, "migrate", true, "apply database migrations at start-up")
+	c.Redis.Register(fs)
+	c.Kafka.Register(fs)
+	c.registerShard(fs)
+	c.registerFanout(fs)
+	c.HTTP.register(fs)
+	c.Roles.register(fs)
+	c.Cluster.register(fs)
+	c.Auth.register(fs)
+	fs.Check(c.check, nil)
+}
+
+func (h *httpConfig) register(fs *settings.FlagSet) {
+	d := gateway.DefaultConfig()
+	fs.StringVar(&h.Listen, "listen", ":8080", "HTTP listen address")
+	fs.StringVar(&h.InternalListen, "internal-listen", "127.0.0.1:8081", "listen address of the internal endpoint that takes forwarded bids (loopback by default: set it to reach other machines)")
+	fs.StringVar(&h.AdminListen, "admin-listen", "127.0.0.1:9090", "listen address of the admin endpoint: /metrics, /cluster/* (operator scope), the detailed /readyz (loopback by default)")
+	fs.DurationVar(&h.RequestTimeout, "request-timeout", d.RequestTimeout, "time budget of one request's store calls")
+	fs.DurationVar(&h.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long graceful shutdown waits for in-flight requests")
+	fs.IntVar(&h.MaxConns, "max-conns", 0, "HTTP connections served at once before new ones get 503 (0: half the file descriptor limit)")
+	fs.IntVar(&h.MaxConnsPerIP, "max-conns-per-ip", d.MaxConnsPerIP, "HTTP connections from one client address")
+	fs.StringVar(&h.AllowedOrigins, "ws-origins", "", "comma-separated Origin values allowed on WebSocket connections; empty allows all")
+}
+
+func (c *config) registerShard(fs *settings.FlagSet) {
+	d := shard.DefaultConfig()
+	c.Shard = d
+	fs.IntVar(&c.Shard.MaxBatch, "hot-batch", d.MaxBatch, "bids per Redis script call on a hot auction (1 disables batching)")
+	fs.IntVar(&c.Shard.MaxQueue, "hot-queue", d.MaxQueue, "bids that may wait on one hot auction before 503")
+	fs.Float64Var(&c.Shard.RateLimit, "rate-limit", d.RateLimit, "bids per second per bidder, across all auctions (negative disables)")
+	fs.IntVar(&c.Shard.RateBurst, "rate-burst", d.RateBurst, "token bucket size per bidder")
+	fs.IntVar(&c.Shard.PromoteRate, "promote-rate", d.PromoteRate, "cold bids per second on one node that promote an auction to hot (negative disables)")
+	fs.DurationVar(&c.Shard.CacheMaxAge, "price-cache-age", d.CacheMaxAge, "how old a cached price may be and still refuse bids")
+	fs.IntVar(&c.Shard.Replication.Replicas, "redis-wait-replicas", d.Replication.Replicas,
+		"answer hot bids only once this many Redis replicas hold them (one WAIT per batch; 0: do not wait, a failover may lose acknowledged bids)")
+	fs.DurationVar(&c.Shard.Replication.Timeout, "redis-wait-timeout", d.Replication.Timeout,
+		"how long a batch waits for --redis-wait-replicas before its bidders get 503")
+	fs.Check(func() error { return c.Shard.Validate() }, map[string]string{
+		"MaxBatch": "hot-batch", "MaxQueue": "hot-queue", "RateBurst": "rate-burst", "CacheMaxAge": "price-cache-age",
+		"Replication.Replicas": "redis-wait-replicas", "Replication.Timeout": "redis-wait-timeout"})
+}
+
+func (c *config) registerFanout(fs *settings.FlagSet) {
+	d := fanout.DefaultConfig()
+	c.Fanout = d
+	fs.DurationVar(&c.Fanout.Interval, "ws-interval", d.Interval, "at most one WebSocket message per auction per interval")
+	fs.IntVar(&c.Fanout.MaxViewers, "ws-max-viewers", 0, "WebSocket viewers per node before 503 (0: a quarter of the file descriptor limit)")
+	fs.IntVar(&c.Fanout.MaxViewersPerAddr, "ws-max-viewers-per-ip", d.MaxViewersPerAddr, "WebSocket viewers per client address before 429")
+	fs.Check(func() error {
+		c.sizeForDescriptors()
+		return c.Fanout.Validate()
+	}, map[string]string{"Interval": "ws-interval", "MaxViewers": "ws-max-viewers", "MaxViewersPerAddr": "ws-max-viewers-per-ip"})
+}
+
+func (cl *clusterConfig) register(fs *settings.FlagSet) {
+	d := ring.DefaultConfig()
+	host, _ := os.Hostname()
+	fs.StringVar(&cl.NodeID, "node-id", host, "this node's stable id in the cluster")
+	fs.StringVar(&cl.InternalAdvertise, "internal-advertise", "", "host:port other nodes reach the internal endpoint at (default: gossip address with the internal port)")
+	fs.StringVar(&cl.GossipBind, "gossip-bind", d.BindAddr, "address memberlist binds to")
+	fs.IntVar(&cl.GossipPort, "gossip-port", d.BindPort, "memberlist port (TCP and UDP)")
+	fs.StringVar(&cl.GossipAdvertise, "gossip-advertise", "", "address other nodes reach this one at (default --gossip-bind)")
+	fs.StringVar(&cl.Seeds, "seeds", "", "gossip addresses (host:port, comma-separated) of cluster members to join; empty starts a new cluster")
+	fs.StringVar(&cl.Key, "cluster-key", "", "gossip encryption and authentication key, hex (16, 24 or 32 bytes), the same on every node; required unless --insecure-cluster")
+	fs.StringVar(&cl.Secret, "cluster-secret", "", "secret (at least 16 bytes) that signs forwarded bids and Kafka messages, the same on every node; required unless --insecure-cluster")
+	fs.BoolVar(&cl.Insecure, "insecure-cluster", false, "development only: gossip in clear and sign nothing when no --cluster-key / --cluster-secret is given (warned at every start)")
+}
+
+func (a *authConfig) register(fs *settings.FlagSet) {
+	fs.StringVar(&a.Mode, "auth", "on", "on: bearer tokens required; off: no verification, the ids in request bodies are trusted (development only, warned at every start)")
+	fs.StringVar(&a.JWKSFile, "jwt-jwks-file", "", "JWKS file of the token issuer's public keys (re-read when it changes)")
+	fs.StringVar(&a.JWKSURL, "jwt-jwks-url", "", "JWKS URL of the token issuer (cached, refreshed, refetched on an unknown key id)")
+	fs.StringVar(&a.Issuer, "jwt-issuer", "", "required iss of bearer tokens")
+	fs.StringVar(&a.Audience, "jwt-audience", "", "required aud of bearer tokens")
+	fs.StringVar(&a.DevKey, "dev-key", "", "development only: trust tokens signed by this private key file (created if missing), issuer "+auth.DevIssuer+", audience "+auth.DevAudience+"; mint them with bidgate token")
+}
+
+// check checks what spans several groups of settings: the roles, the
+// cluster's credentials, the HTTP limits and token verification.
+func (c *config) check() error {
+	if err := c.Roles.check(); err != nil {
+		return err
 	}
-	return nil, fmt.Errorf("--log-format must be text or json, got %q", c.LogFormat)
+	if err := c.Cluster.check(); err != nil {
+		return err
+	}
+	if c.HTTP.MaxConns < 1 || c.HTTP.MaxConnsPerIP < 1 {
+		return errors.New("--max-conns and --max-conns-per-ip must be positive")
+	}
+	if c.HTTP.AllowedOrigins != "" {
+		allowed := strings.Split(c.HTTP.AllowedOrigins, ",")
+		c.Fanout.CheckOrigin = func(origin string) bool { return slices.Contains(allowed, origin) }
+	}
+	return c.checkAuth()
+}
+
+// sizeForDescriptors bounds connections and viewers below the process's
+// file descriptor limit where no flag bounds them: each takes a
+// descriptor, and a flood is then refused instead of ending the process.
+func (c *config) sizeForDescriptors() {
+	files := descriptorLimit()
+	if c.HTTP.MaxConns == 0 {
+		c.HTTP.MaxConns = max(files/2, 16)
+	}
+	if c.Fanout.MaxViewers == 0 {
+		c.Fanout.MaxViewers = max(files/4, 16)
+	}
 }
 
 // checkAuth makes sure a node that serves the API verifies tokens: from a
 // JWKS file or URL with their issuer and audience, or from the dev key.
 func (c *config) checkAuth() error {
+	a := &c.Auth
 	switch {
-	case c.Auth != "on" && c.Auth != "off":
-		return fmt.Errorf("--auth must be on or off, got %q", c.Auth)
-	case !c.Roles[roleGateway] || c.Auth == "off":
+	case a.Mode != "on" && a.Mode != "off":
+		return fmt.Errorf("--auth must be on or off, got %q", a.Mode)
+	case !c.Roles[roleGateway] || a.Mode == "off":
 		return nil
 	}
 	sources := 0
-	for _, v := range []string{c.JWKSFile, c.JWKSURL, c.DevKey} {
+	for _, v := range []string{a.JWKSFile, a.JWKSURL, a.DevKey} {
 		if v != "" {
 			sources++
 		}
 	}
 	switch {
 	case sources == 0:
-		return fmt.Errorf("bidgate serve needs a way to verify bearer tokens: --jwt-jwks-file or --jwt-jwks-url with --jwt-issuer and --jwt-audience, or --dev-key for development (--auth=off turns verification off)")
+		return errors.New("bidgate serve needs a way to verify bearer tokens: --jwt-jwks-file or --jwt-jwks-url with --jwt-issuer and --jwt-audience, or --dev-key for development (--auth=off turns verification off)")
 	case sources > 1:
-		return fmt.Errorf("give only one of --jwt-jwks-file, --jwt-jwks-url and --dev-key")
-	case c.DevKey != "":
-		if c.JWTIssuer == "" {
-			c.JWTIssuer = auth.DevIssuer
+		return errors.New("give only one of --jwt-jwks-file, --jwt-jwks-url and --dev-key")
+	case a.DevKey != "":
+		if a.Issuer == "" {
+			a.Issuer = auth.DevIssuer
 		}
-		if c.JWTAudience == "" {
-			c.JWTAudience = auth.DevAudience
+		if a.Audience == "" {
+			a.Audience = auth.DevAudience
 		}
-	case c.JWTIssuer == "" || c.JWTAudience == "":
-		return fmt.Errorf("--jwt-issuer and --jwt-audience are required with --jwt-jwks-file and --jwt-jwks-url")
+	case a.Issuer == "" || a.Audience == "":
+		return errors.New("--jwt-issuer and --jwt-audience are required with --jwt-jwks-file and --jwt-jwks-url")
 	}
 	return nil
 }
 
-// checkCluster makes sure a node only gossips and forwards with its
-// cluster: a gossip key (memberlist encrypts and authenticates every
-// message with it, so a process without it cannot join) and a secret that
-// signs forwarded bids and Kafka messages. --insecure-cluster lifts both
-// for development, except that forwarding between nodes still needs the
-// secret.
-func (c *config) checkCluster() error {
-	if c.ClusterKey != "" {
-		key, err := hex.DecodeString(c.ClusterKey)
+// check makes sure a node only gossips and forwards with its cluster: a
+// gossip key (memberlist encrypts and authenticates every message with it,
+// so a process without it cannot join) and a secret that signs forwarded
+// bids and Kafka messages. --insecure-cluster lifts both for development,
+// except that forwarding between nodes still needs the secret.
+func (cl *clusterConfig) check() error {
+	if cl.NodeID == "" {
+		return errors.New("--node-id is required")
+	}
+	if cl.Key != "" {
+		key, err := hex.DecodeString(cl.Key)
 		if err == nil {
 			err = memberlist.ValidateKey(key)
 		}
@@ -288,14 +257,14 @@ func (c *config) checkCluster() error {
 			return fmt.Errorf("--cluster-key must be 16, 24 or 32 bytes in hex (openssl rand -hex 32): %v", err)
 		}
 	}
-	if c.ClusterSecret != "" && len(c.ClusterSecret) < 16 {
-		return fmt.Errorf("--cluster-secret must be at least 16 bytes (openssl rand -hex 32)")
+	if cl.Secret != "" && len(cl.Secret) < 16 {
+		return errors.New("--cluster-secret must be at least 16 bytes (openssl rand -hex 32)")
 	}
 	switch {
-	case c.InsecureCluster && c.Seeds != "" && c.ClusterSecret == "":
-		return fmt.Errorf("--cluster-secret (or BIDGATE_CLUSTER_SECRET) is required to join a cluster, even with --insecure-cluster: it signs forwarded bids")
-	case !c.InsecureCluster && (c.ClusterKey == "" || c.ClusterSecret == ""):
-		return fmt.Errorf("bidgate serve needs --cluster-key and --cluster-secret (or BIDGATE_CLUSTER_KEY and BIDGATE_CLUSTER_SECRET), the same on every node; openssl rand -hex 32 makes each. --insecure-cluster runs without them (development only)")
+	case cl.Insecure && cl.Seeds != "" && cl.Secret == "":
+		return errors.New("--cluster-secret (or BIDGATE_CLUSTER_SECRET) is required to join a cluster, even with --insecure-cluster: it signs forwarded bids")
+	case !cl.Insecure && (cl.Key == "" || cl.Secret == ""):
+		return errors.New("bidgate serve needs --cluster-key and --cluster-secret (or BIDGATE_CLUSTER_KEY and BIDGATE_CLUSTER_SECRET), the same on every node; openssl rand -hex 32 makes each. --insecure-cluster runs without them (development only)")
 	}
 	return nil
 }
@@ -307,13 +276,4 @@ func descriptorLimit() int {
 		return 1 << 16
 	}
 	return int(l.Cur)
-}
-
-// kafkaSecurity is how to reach the Kafka cluster of --kafka.
-func (c config) kafkaSecurity() (kafka.Security, error) {
-	t, err := clientTLS(c.KafkaTLS, c.KafkaTLSCA)
-	if err != nil {
-		return kafka.Security{}, fmt.Errorf("--kafka-tls-ca: %w", err)
-	}
-	return kafka.NewSecurity(t, c.KafkaSASL)
 }

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"bidgate/gateway"
 	"bidgate/internal/auth"
 )
 
@@ -19,9 +21,9 @@ func TestConfigFlagsAndEnvironment(t *testing.T) {
 		timeout time.Duration
 		wantErr bool
 	}{
-		{name: "defaults", listen: ":8080", timeout: 5 * time.Second},
+		{name: "defaults", listen: ":8080", timeout: gateway.DefaultConfig().RequestTimeout},
 		{name: "environment", env: map[string]string{"BIDGATE_LISTEN": ":9000", "BIDGATE_REQUEST_TIMEOUT": "2s"}, listen: ":9000", timeout: 2 * time.Second},
-		{name: "flag wins over environment", env: map[string]string{"BIDGATE_LISTEN": ":9000"}, args: []string{"--listen", ":9001"}, listen: ":9001", timeout: 5 * time.Second},
+		{name: "flag wins over environment", env: map[string]string{"BIDGATE_LISTEN": ":9000"}, args: []string{"--listen", ":9001"}, listen: ":9001", timeout: gateway.DefaultConfig().RequestTimeout},
 		{name: "bad environment value", env: map[string]string{"BIDGATE_REQUEST_TIMEOUT": "soon"}, wantErr: true},
 		{name: "pool size out of range", args: []string{"--postgres-conns", "0"}, wantErr: true},
 		{name: "stray argument", args: []string{"extra"}, wantErr: true},
@@ -42,8 +44,8 @@ func TestConfigFlagsAndEnvironment(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cfg.Listen != c.listen || cfg.RequestTimeout != c.timeout {
-				t.Fatalf("listen %q timeout %v, want %q %v", cfg.Listen, cfg.RequestTimeout, c.listen, c.timeout)
+			if cfg.HTTP.Listen != c.listen || cfg.HTTP.RequestTimeout != c.timeout {
+				t.Fatalf("listen %q timeout %v, want %q %v", cfg.HTTP.Listen, cfg.HTTP.RequestTimeout, c.listen, c.timeout)
 			}
 		})
 	}
@@ -92,8 +94,8 @@ func TestConfigTokenVerification(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cfg.JWTIssuer != c.issuer || cfg.JWTAudience != c.audience {
-				t.Fatalf("issuer %q audience %q, want %q %q", cfg.JWTIssuer, cfg.JWTAudience, c.issuer, c.audience)
+			if cfg.Auth.Issuer != c.issuer || cfg.Auth.Audience != c.audience {
+				t.Fatalf("issuer %q audience %q, want %q %q", cfg.Auth.Issuer, cfg.Auth.Audience, c.issuer, c.audience)
 			}
 		})
 	}
@@ -129,6 +131,45 @@ func TestConfigClusterCredentials(t *testing.T) {
 			_, err := parseConfig("serve", append([]string{"--dev-key", key}, c.args...))
 			if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
 				t.Fatalf("error %v, want %q", err, c.err)
+			}
+		})
+	}
+}
+
+// Every command reads its flags from the environment too, not only serve;
+// a flag on the command line wins.
+func TestEveryCommandReadsTheEnvironment(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		got  func() (any, error)
+		want any
+	}{
+		{"migrate", map[string]string{"BIDGATE_POSTGRES_CONNS": "7"}, func() (any, error) {
+			c, err := parseConfig("migrate", nil)
+			return c.Postgres.MaxConns, err
+		}, 7},
+		{"dev", map[string]string{"BIDGATE_NODES": "5", "BIDGATE_REDIS_ADDRS": "127.0.0.1:7000"}, func() (any, error) {
+			c, err := parseDevConfig([]string{"--nodes", "4"})
+			return fmt.Sprint(c.Nodes, " ", c.Redis.Addrs), err
+		}, "4 127.0.0.1:7000"},
+		{"broker", map[string]string{"BIDGATE_PARTITIONS": "3"}, func() (any, error) {
+			c, err := parseBrokerConfig(nil)
+			return c.Broker.Partitions, err
+		}, 3},
+		{"token", map[string]string{"BIDGATE_ISS": "another-issuer"}, func() (any, error) {
+			c, err := parseTokenConfig([]string{"--sub", "42", "--scope", "bid"})
+			return c.Signing.Issuer, err
+		}, "another-issuer"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			got, err := c.got()
+			if err != nil || got != c.want {
+				t.Fatalf("got %v, %v; want %v", got, err, c.want)
 			}
 		})
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -18,47 +17,49 @@ import (
 
 	"bidgate/internal/auth"
 	"bidgate/internal/retry"
-	"bidgate/persist/pgstore"
+	"bidgate/internal/settings"
+)
+
+// How long the dev cluster waits for its broker to listen, and for its
+// processes to stop before it kills them.
+const (
+	brokerStartTimeout = 10 * time.Second
+	stopTimeout        = 20 * time.Second
 )
 
 // devConfig is `bidgate dev`: a local cluster of node processes.
 type devConfig struct {
-	Nodes       int
-	BasePort    int
-	PostgresURL string
-	RedisAddrs  string
-	KafkaPort   int
-	Partitions  int
-	DevKey      string
+	Nodes    int
+	BasePort int
+	Postgres settings.Postgres // its URL: the nodes size their pools
+	Redis    settings.Redis    // its addresses
+	Broker   settings.Broker   // the embedded broker the nodes share
+	DevKey   string
 }
 
 func parseDevConfig(args []string) (devConfig, error) {
 	var c devConfig
-	fs := flag.NewFlagSet("bidgate dev", flag.ContinueOnError)
+	fs := settings.NewFlagSet("bidgate dev")
 	fs.IntVar(&c.Nodes, "nodes", 3, "number of node processes")
 	fs.IntVar(&c.BasePort, "base-port", 8080, "node i serves its API on base-port+i-1, its internal endpoint on base-port+100+i-1, gossips on base-port+200+i-1 and serves its admin endpoint on base-port+300+i-1")
-	fs.StringVar(&c.PostgresURL, "postgres-url", envOr("BIDGATE_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/bidgate?sslmode=disable"), "PostgreSQL connection URL")
-	fs.StringVar(&c.RedisAddrs, "redis-addrs", envOr("BIDGATE_REDIS_ADDRS", "127.0.0.1:6379"), "Redis address(es)")
-	fs.IntVar(&c.KafkaPort, "kafka-embedded-port", 9092, "port of the embedded Kafka broker the nodes share")
-	fs.IntVar(&c.Partitions, "kafka-partitions", 8, "partitions of the topics")
+	c.Postgres.RegisterURL(fs)
+	c.Redis.RegisterAddrs(fs)
+	c.Broker.Register(fs, "kafka-embedded-port", "kafka-partitions")
 	fs.StringVar(&c.DevKey, "dev-key", auth.DevKeyFile, "private key file the nodes trust tokens from (created if missing); bidgate token signs with it")
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	if c.Nodes < 1 || c.Nodes > 32 {
-		return c, fmt.Errorf("--nodes must be from 1 to 32, got %d", c.Nodes)
-	}
-	if c.BasePort < 1 || c.BasePort+300+c.Nodes > 65535 {
-		return c, fmt.Errorf("--base-port %d leaves no room for %d nodes", c.BasePort, c.Nodes)
-	}
-	return c, nil
+	fs.Check(c.checkLayout, nil)
+	err := fs.Parse(args)
+	return c, err
 }
 
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
+// checkLayout makes sure the nodes' ports fit.
+func (c *devConfig) checkLayout() error {
+	if c.Nodes < 1 || c.Nodes > 32 {
+		return fmt.Errorf("--nodes must be from 1 to 32, got %d", c.Nodes)
 	}
-	return def
+	if c.BasePort < 1 || c.BasePort+300+c.Nodes > 65535 {
+		return fmt.Errorf("--base-port %d leaves no room for %d nodes", c.BasePort, c.Nodes)
+	}
+	return nil
 }
 
 // dev runs the embedded Kafka broker and the nodes as child processes of
@@ -67,13 +68,7 @@ func envOr(name, def string) string {
 // broker, and waits. The broker exiting stops nothing: the nodes keep
 // deciding bids, as they would in production.
 func dev(ctx context.Context, c devConfig) error {
-	db, err := pgstore.Open(ctx, c.PostgresURL, 2)
-	if err != nil {
-		return err
-	}
-	_, err = pgstore.Migrate(ctx, db)
-	db.Close()
-	if err != nil {
+	if _, err := applyMigrations(ctx, c.Postgres.URL); err != nil {
 		return err
 	}
 	self, err := os.Executable()
@@ -86,59 +81,94 @@ func dev(ctx context.Context, c devConfig) error {
 	} else if created {
 		fmt.Printf("bidgate dev: created the development signing key %s\n", c.DevKey)
 	}
-	// A fresh gossip key and secret per run: the dev cluster is closed to
-	// any process that was not started with it.
-	secret, gossipKey := make([]byte, 32), make([]byte, 32)
-	rand.Read(secret)
-	rand.Read(gossipKey)
-
-	// The broker is a process of its own, as in production: it can be
-	// restarted (and forgets everything) while the nodes keep running.
-	brokerAddr := "127.0.0.1:" + strconv.Itoa(c.KafkaPort)
 	var wg sync.WaitGroup
-	broker, err := startChild(self, "broker", &wg, nil, "broker", "--port", strconv.Itoa(c.KafkaPort),
-		"--partitions", strconv.Itoa(c.Partitions))
+	broker, err := startDevBroker(ctx, self, c, &wg)
 	if err != nil {
 		return err
 	}
-	procs := []*devNode{broker}
-	if err := waitListening(ctx, brokerAddr, 10*time.Second); err != nil {
-		stopAll(procs)
-		return fmt.Errorf("the Kafka broker: %w", err)
+	nodes, err := startDevNodes(self, c, &wg)
+	if err != nil {
+		stopAll(nodes)
+		stopAll([]*devNode{broker})
+		return err
 	}
-	fmt.Printf("bidgate dev: %d nodes, Kafka broker at %s (pid %d)\n", c.Nodes, brokerAddr, broker.cmd.Process.Pid)
-	seed := "127.0.0.1:" + strconv.Itoa(c.BasePort+200)
-	env := []string{"BIDGATE_CLUSTER_SECRET=" + hex.EncodeToString(secret), "BIDGATE_CLUSTER_KEY=" + hex.EncodeToString(gossipKey)}
+	fmt.Println("Ctrl-C stops them all.")
+	waitForEnd(ctx, broker, nodes)
+	stopAll(nodes)
+	stopAll([]*devNode{broker})
+	wg.Wait()
+	return nil
+}
+
+// startDevBroker starts the broker, a process of its own as in production:
+// it can be restarted (and forgets everything) while the nodes keep
+// running. It returns once the broker listens.
+func startDevBroker(ctx context.Context, self string, c devConfig, wg *sync.WaitGroup) (*devNode, error) {
+	broker, err := startChild(self, "broker", wg, nil, "broker", "--port", strconv.Itoa(c.Broker.Port),
+		"--partitions", strconv.Itoa(c.Broker.Partitions))
+	if err != nil {
+		return nil, err
+	}
+	if err := waitListening(ctx, c.brokerAddr(), brokerStartTimeout); err != nil {
+		stopAll([]*devNode{broker})
+		return nil, fmt.Errorf("the Kafka broker: %w", err)
+	}
+	fmt.Printf("bidgate dev: %d nodes, Kafka broker at %s (pid %d)\n", c.Nodes, c.brokerAddr(), broker.cmd.Process.Pid)
+	return broker, nil
+}
+
+func (c devConfig) brokerAddr() string { return "127.0.0.1:" + strconv.Itoa(c.Broker.Port) }
+
+// startDevNodes starts the nodes, the first a new cluster and the others
+// joining it, with a fresh gossip key and secret: the dev cluster is closed
+// to any process that was not started with them. On an error it returns
+// the nodes it started.
+func startDevNodes(self string, c devConfig, wg *sync.WaitGroup) ([]*devNode, error) {
+	secret, gossipKey := make([]byte, 32), make([]byte, 32)
+	rand.Read(secret)
+	rand.Read(gossipKey)
+	env := []string{settings.EnvName("cluster-secret") + "=" + hex.EncodeToString(secret),
+		settings.EnvName("cluster-key") + "=" + hex.EncodeToString(gossipKey)}
+	var nodes []*devNode
 	for i := range c.Nodes {
 		id := fmt.Sprintf("node%d", i+1)
-		args := []string{"serve",
-			"--node-id", id,
-			"--listen", fmt.Sprintf("127.0.0.1:%d", c.BasePort+i),
-			"--internal-listen", fmt.Sprintf("127.0.0.1:%d", c.BasePort+100+i),
-			"--admin-listen", fmt.Sprintf("127.0.0.1:%d", c.BasePort+300+i),
-			"--gossip-port", strconv.Itoa(c.BasePort + 200 + i),
-			"--kafka", brokerAddr,
-			"--postgres-url", c.PostgresURL,
-			"--redis-addrs", c.RedisAddrs,
-			"--migrate=false",
-			"--dev-key", c.DevKey,
-		}
-		if i > 0 {
-			args = append(args, "--seeds", seed)
-		}
-		n, err := startChild(self, id, &wg, env, args...)
+		n, err := startChild(self, id, wg, env, c.nodeArgs(i, id)...)
 		if err != nil {
-			stopAll(procs)
-			return err
+			return nodes, err
 		}
-		procs = append(procs, n)
+		nodes = append(nodes, n)
 		fmt.Printf("  %s  http://127.0.0.1:%d  (internal :%d, gossip :%d, admin http://127.0.0.1:%d, pid %d)\n",
 			id, c.BasePort+i, c.BasePort+100+i, c.BasePort+200+i, c.BasePort+300+i, n.cmd.Process.Pid)
 	}
-	fmt.Println("Ctrl-C stops them all.")
+	return nodes, nil
+}
 
-	exited := make(chan string, len(procs))
-	for _, n := range procs[1:] {
+// nodeArgs are the arguments of the i-th node, id, of the layout
+// --base-port describes.
+func (c devConfig) nodeArgs(i int, id string) []string {
+	args := []string{"serve",
+		"--node-id", id,
+		"--listen", fmt.Sprintf("127.0.0.1:%d", c.BasePort+i),
+		"--internal-listen", fmt.Sprintf("127.0.0.1:%d", c.BasePort+100+i),
+		"--admin-listen", fmt.Sprintf("127.0.0.1:%d", c.BasePort+300+i),
+		"--gossip-port", strconv.Itoa(c.BasePort + 200 + i),
+		"--kafka", c.brokerAddr(),
+		"--postgres-url", c.Postgres.URL,
+		"--redis-addrs", c.Redis.Addrs,
+		"--migrate=false",
+		"--dev-key", c.DevKey,
+	}
+	if i > 0 {
+		args = append(args, "--seeds", "127.0.0.1:"+strconv.Itoa(c.BasePort+200))
+	}
+	return args
+}
+
+// waitForEnd returns when ctx ends or a node exits. The broker exiting
+// ends nothing.
+func waitForEnd(ctx context.Context, broker *devNode, nodes []*devNode) {
+	exited := make(chan string, len(nodes))
+	for _, n := range nodes {
 		go func() { <-n.done; exited <- n.name }()
 	}
 	go func() {
@@ -150,10 +180,6 @@ func dev(ctx context.Context, c devConfig) error {
 	case id := <-exited:
 		fmt.Fprintf(os.Stderr, "bidgate dev: %s exited; stopping the others\n", id)
 	}
-	stopAll(procs[1:])
-	stopAll(procs[:1])
-	wg.Wait()
-	return nil
 }
 
 type devNode struct {
@@ -200,12 +226,13 @@ func waitListening(ctx context.Context, addr string, timeout time.Duration) erro
 	}
 }
 
-// stopAll asks every node to stop and kills those still running after 20s.
+// stopAll asks every process to stop and kills those still running after
+// stopTimeout.
 func stopAll(procs []*devNode) {
 	for _, n := range procs {
 		_ = n.cmd.Process.Signal(syscall.SIGTERM)
 	}
-	timeout := time.After(20 * time.Second)
+	timeout := time.After(stopTimeout)
 	for _, n := range procs {
 		select {
 		case <-n.done:

@@ -95,15 +95,15 @@ func startBidgate(t *testing.T) (base, broker string, db *pgxpool.Pool, key *aut
 		t.Fatal(err)
 	}
 	httpPort, kafkaPort := testport.Free(t), testport.Free(t)
-	cfg.Listen = fmt.Sprintf("127.0.0.1:%d", httpPort)
-	cfg.InternalListen = testport.Addr(t)
-	cfg.AdminListen = "127.0.0.1:0"
-	cfg.PostgresConns = 8
-	cfg.GossipPort = testport.Free(t)
-	cfg.PostgresURL = dbURL
-	cfg.KafkaEmbeddedPort = kafkaPort
+	cfg.HTTP.Listen = fmt.Sprintf("127.0.0.1:%d", httpPort)
+	cfg.HTTP.InternalListen = testport.Addr(t)
+	cfg.HTTP.AdminListen = "127.0.0.1:0"
+	cfg.Postgres.MaxConns = 8
+	cfg.Cluster.GossipPort = testport.Free(t)
+	cfg.Postgres.URL = dbURL
+	cfg.Kafka.EmbeddedPort = kafkaPort
 	cfg.Shard.RateLimit = -1 // thousands of bids from few bidders
-	cfg.LogLevel = "warn"
+	cfg.Log.Level = "warn"
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- serve(ctx, cfg) }()
@@ -113,7 +113,7 @@ func startBidgate(t *testing.T) (base, broker string, db *pgxpool.Pool, key *aut
 			t.Errorf("serve: %v", err)
 		}
 	})
-	base = "http://" + cfg.Listen
+	base = "http://" + cfg.HTTP.Listen
 	// serve binds its port only once it has joined; it says so in a log
 	// line on os.Stderr, which a test in this process cannot read.
 	eventually(t, 30*time.Second, "bidgate ready", func() error { return healthy(http.DefaultClient, base+"/readyz") })

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"bidgate/internal/settings"
 )
 
 // The roles a process can run; by default it runs them all.
@@ -19,6 +21,14 @@ var allRoles = []string{roleGateway, roleShard, rolePersister, roleCloser, roleR
 
 // roleSet is the --roles flag.
 type roleSet map[string]bool
+
+// register adds --roles, every role by default.
+func (r roleSet) register(fs *settings.FlagSet) {
+	for _, name := range allRoles {
+		r[name] = true
+	}
+	fs.Var(r, "roles", "comma-separated roles to run: "+strings.Join(allRoles, ","))
+}
 
 func (r roleSet) String() string {
 	var names []string

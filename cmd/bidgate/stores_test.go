@@ -9,9 +9,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"bidgate/internal/settings"
 	"bidgate/internal/testcert"
 	"bidgate/internal/testport"
+	"bidgate/persist/redisstore"
 )
+
+// openRedis connects to the Redis of r as a node does.
+func openRedis(ctx context.Context, r settings.Redis) (redis.UniversalClient, error) {
+	cfg, err := r.Config()
+	if err != nil {
+		return nil, err
+	}
+	return redisstore.Open(ctx, cfg)
+}
 
 // writeCert writes a test certificate and its key as PEM files; the
 // certificate is also the CA clients trust.
@@ -51,7 +64,7 @@ func TestRedisTLSAndACL(t *testing.T) {
 	runProcess(t, "redis-server", cmd, log).await(t, "Ready to accept connections", 10*time.Second)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 
-	good := config{RedisAddrs: addr, RedisUsername: "bidgate", RedisPassword: "s3cret-of-the-test", RedisTLSCA: cert}
+	good := settings.Redis{Addrs: addr, Username: "bidgate", Password: "s3cret-of-the-test", TLSCA: cert}
 	rdb, err := openRedis(context.Background(), good)
 	if err != nil {
 		t.Fatal(err)
@@ -61,11 +74,11 @@ func TestRedisTLSAndACL(t *testing.T) {
 		t.Fatalf("a script over TLS as the ACL user: %d, %v", n, err)
 	}
 
-	for name, cfg := range map[string]config{
-		"wrong password": {RedisAddrs: addr, RedisUsername: "bidgate", RedisPassword: "guess", RedisTLSCA: cert},
-		"default user":   {RedisAddrs: addr, RedisTLSCA: cert},
-		"plaintext":      {RedisAddrs: addr, RedisUsername: "bidgate", RedisPassword: "s3cret-of-the-test"},
-		"untrusted":      {RedisAddrs: addr, RedisUsername: "bidgate", RedisPassword: "s3cret-of-the-test", RedisTLS: true},
+	for name, cfg := range map[string]settings.Redis{
+		"wrong password": {Addrs: addr, Username: "bidgate", Password: "guess", TLSCA: cert},
+		"default user":   {Addrs: addr, TLSCA: cert},
+		"plaintext":      {Addrs: addr, Username: "bidgate", Password: "s3cret-of-the-test"},
+		"untrusted":      {Addrs: addr, Username: "bidgate", Password: "s3cret-of-the-test", TLS: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if rdb, err := openRedis(context.Background(), cfg); err == nil {

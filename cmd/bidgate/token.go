@@ -1,40 +1,33 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
 	"bidgate/internal/auth"
+	"bidgate/internal/settings"
 )
 
 // tokenConfig is `bidgate token`: a token for the dev cluster.
 type tokenConfig struct {
-	Sub      int64
-	Scopes   []string
-	TTL      time.Duration
-	Key      string
-	Issuer   string
-	Audience string
+	Sub     int64
+	Scopes  []string
+	TTL     time.Duration
+	Signing settings.Signing
 }
 
 func parseTokenConfig(args []string) (tokenConfig, error) {
 	var c tokenConfig
 	var sub, scope string
-	fs := flag.NewFlagSet("bidgate token", flag.ContinueOnError)
+	fs := settings.NewFlagSet("bidgate token")
 	fs.StringVar(&sub, "sub", "", "the user id the token is for (required)")
 	fs.StringVar(&scope, "scope", "", "scopes, separated by spaces or commas: bid, sell, operator (required)")
 	fs.DurationVar(&c.TTL, "ttl", time.Hour, "how long the token is valid; negative mints one already expired")
-	fs.StringVar(&c.Key, "key", auth.DevKeyFile, "private key file to sign with")
-	fs.StringVar(&c.Issuer, "iss", auth.DevIssuer, "issuer (iss)")
-	fs.StringVar(&c.Audience, "aud", auth.DevAudience, "audience (aud)")
+	c.Signing.Register(fs, settings.SigningFlags{Key: "key", Issuer: "iss", Audience: "aud"})
 	if err := fs.Parse(args); err != nil {
 		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	var err error
 	if c.Sub, err = auth.ParseSubject(sub); err != nil {
@@ -59,11 +52,11 @@ func parseTokenConfig(args []string) (tokenConfig, error) {
 
 // printToken writes one line: the token.
 func printToken(w io.Writer, c tokenConfig) error {
-	key, err := auth.LoadKey(c.Key)
+	key, err := auth.LoadKey(c.Signing.KeyFile)
 	if err != nil {
 		return fmt.Errorf("%w (make run creates the dev key; run from the checkout's root, or give --key)", err)
 	}
-	t, err := key.Mint(auth.Token{Subject: c.Sub, Scopes: c.Scopes, Issuer: c.Issuer, Audience: c.Audience,
+	t, err := key.Mint(auth.Token{Subject: c.Sub, Scopes: c.Scopes, Issuer: c.Signing.Issuer, Audience: c.Signing.Audience,
 		Expires: time.Now().Add(c.TTL)})
 	if err != nil {
 		return err

@@ -68,7 +68,7 @@ func New(tb testing.TB, maxConns int32) (*pgxpool.Pool, string) {
 	u.Path = "/" + name
 	dbURL := u.String()
 
-	db, err := pgstore.Open(ctx, dbURL, maxConns)
+	db, err := pgstore.Open(ctx, pgstore.Config{URL: dbURL, MaxConns: int(maxConns)})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -5,6 +5,7 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -39,20 +40,59 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// Config says where PostgreSQL is and how many connections a pool keeps.
+type Config struct {
+	URL         string        // connection URL (or key=value connection string)
+	MaxConns    int           // pool size, at most MaxConnsLimit
+	PingTimeout time.Duration // how long Open waits for the first answer
+}
+
+// MaxConnsLimit bounds Config.MaxConns, well below what one PostgreSQL
+// server serves: a pool is one of several clients.
+const MaxConnsLimit = 1000
+
+// DefaultConfig is the one statement of the PostgreSQL defaults: Open
+// fills a zero field from it, and the command line's flags take theirs
+// from it.
+func DefaultConfig() Config {
+	return Config{URL: "postgres://postgres@127.0.0.1:5432/bidgate?sslmode=disable", MaxConns: 32, PingTimeout: 5 * time.Second}
+}
+
+// withDefaults returns c with every zero field taken from DefaultConfig.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	c.URL = cmp.Or(c.URL, d.URL)
+	c.MaxConns = cmp.Or(c.MaxConns, d.MaxConns)
+	c.PingTimeout = cmp.Or(c.PingTimeout, d.PingTimeout)
+	return c
+}
+
+// Validate reports a pool size Open cannot use. It checks c as it is:
+// the command line's flags start from DefaultConfig, so a zero there was
+// asked for.
+func (c Config) Validate() error {
+	if c.MaxConns < 1 || c.MaxConns > MaxConnsLimit {
+		return fmt.Errorf("pgstore: MaxConns must be from 1 to %d, got %d", MaxConnsLimit, c.MaxConns)
+	}
+	return nil
+}
+
 // Open connects a pool to PostgreSQL and checks that it answers.
-func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(url)
+func Open(ctx context.Context, c Config) (*pgxpool.Pool, error) {
+	c = c.withDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	cfg, err := pgxpool.ParseConfig(c.URL)
 	if err != nil {
 		return nil, fmt.Errorf("parse PostgreSQL URL: %w", err)
 	}
-	if maxConns > 0 {
-		cfg.MaxConns = maxConns
-	}
+	cfg.MaxConns = int32(c.MaxConns)
 	db, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
-	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	pingCtx, cancel := context.WithTimeout(ctx, c.PingTimeout)
 	defer cancel()
 	if err := db.Ping(pingCtx); err != nil {
 		db.Close()

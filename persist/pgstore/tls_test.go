@@ -71,7 +71,7 @@ func TestPostgresTLSThroughTheURL(t *testing.T) {
 
 	ctx := context.Background()
 	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=verify-full&sslrootcert=%s", port, cert)
-	db, err := pgstore.Open(ctx, url, 2)
+	db, err := pgstore.Open(ctx, pgstore.Config{URL: url, MaxConns: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,8 @@ func TestPostgresTLSThroughTheURL(t *testing.T) {
 	if err := db.QueryRow(ctx, `SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()`).Scan(&ssl); err != nil || !ssl {
 		t.Fatalf("connection encrypted: %v, %v", ssl, err)
 	}
-	if plain, err := pgstore.Open(ctx, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port), 1); err == nil {
+	plainURL := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	if plain, err := pgstore.Open(ctx, pgstore.Config{URL: plainURL, MaxConns: 1}); err == nil {
 		plain.Close()
 		t.Fatal("a plaintext connection was accepted")
 	}

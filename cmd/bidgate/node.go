@@ -1,0 +1,311 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"bidgate"
+	"bidgate/closer"
+	"bidgate/fanout"
+	"bidgate/gateway"
+	"bidgate/internal/auth"
+	"bidgate/internal/retry"
+	"bidgate/persist"
+	"bidgate/persist/kafka"
+	"bidgate/persist/pgstore"
+	"bidgate/persist/redisstore"
+	"bidgate/ring"
+	"bidgate/shard"
+)
+
+// Creating the topics: each attempt is bounded, and failures are retried
+// with a back-off up to a cap, until the topics exist.
+const (
+	topicsAttemptTimeout = 30 * time.Second
+	topicsMaxBackoff     = 30 * time.Second
+)
+
+// openStores connects to PostgreSQL, migrating it first when asked, and to
+// Redis.
+func (n *node) openStores(ctx context.Context) error {
+	db, err := pgstore.Open(ctx, n.cfg.Postgres.Config)
+	if err != nil {
+		return err
+	}
+	n.db = db
+	n.cleanup = append(n.cleanup, db.Close)
+	if n.cfg.Migrate {
+		applied, err := pgstore.Migrate(ctx, db)
+		if err != nil {
+			return err
+		}
+		n.log.Info("database migrated", "applied", applied)
+	}
+	redisCfg, err := n.cfg.Redis.Config()
+	if err != nil {
+		return err
+	}
+	if n.rdb, err = redisstore.Open(ctx, redisCfg); err != nil {
+		return err
+	}
+	n.cleanup = append(n.cleanup, func() { n.rdb.Close() })
+	return nil
+}
+
+func (n *node) ready(ctx context.Context) error {
+	if err := n.db.Ping(ctx); err != nil {
+		return fmt.Errorf("PostgreSQL: %w", err)
+	}
+	if err := n.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	return nil
+}
+
+// connectKafka uses the configured brokers, or starts the embedded one. It
+// never waits for a broker: the roles that use Kafka connect in the
+// background and retry, so a node decides bids whatever Kafka's state.
+func (n *node) connectKafka() error {
+	k := n.cfg.Kafka
+	if k.Brokers == "" {
+		e, err := kafka.StartEmbedded(k.EmbeddedPort, k.Partitions)
+		if err != nil {
+			return err
+		}
+		n.cleanup = append(n.cleanup, e.Close)
+		n.brokers = e.Addrs()
+		n.log.Warn("started the embedded Kafka broker: messages in memory only (use --kafka for a real cluster)", "addr", n.brokers[0])
+		return nil
+	}
+	n.brokers = k.BrokerList()
+	sec, err := k.Security()
+	if err != nil {
+		return err
+	}
+	n.kafkaSec = sec
+	return nil
+}
+
+// joinRing joins the cluster (or starts one) and advertises this node's
+// public and internal ports. Unanswering seeds are retried, with back-off
+// and a log line each time, until ctx ends.
+func (n *node) joinRing(ctx context.Context, publicPort, internalPort int) (*ring.Ring, error) {
+	cl := n.cfg.Cluster
+	host := cl.GossipAdvertise
+	if host == "" {
+		host = cl.GossipBind
+	}
+	internalAddr := cl.InternalAdvertise
+	if internalAddr == "" {
+		internalAddr = net.JoinHostPort(host, strconv.Itoa(internalPort))
+	}
+	var key []byte
+	if cl.Key != "" {
+		var err error
+		if key, err = hex.DecodeString(cl.Key); err != nil {
+			return nil, fmt.Errorf("--cluster-key must be hex: %w", err)
+		}
+	}
+	var seeds []string
+	if cl.Seeds != "" {
+		seeds = strings.Split(cl.Seeds, ",")
+	}
+	return ring.Join(ctx, ring.Config{
+		NodeID:        cl.NodeID,
+		BindAddr:      cl.GossipBind,
+		BindPort:      cl.GossipPort,
+		AdvertiseAddr: cl.GossipAdvertise,
+		Seeds:         seeds,
+		SecretKey:     key,
+		InternalAddr:  internalAddr,
+		PublicAddr:    net.JoinHostPort(host, strconv.Itoa(publicPort)),
+		Roles:         strings.Split(n.cfg.Roles.String(), ","),
+		Log:           n.log,
+	}, n.reg)
+}
+
+// startPipeline starts the roles of --roles behind the bids: the relays,
+// the persister and the reconciler, the creation of the topics, the
+// closer. It returns the bid relay (nil without the relay role), which the
+// shard wakes.
+func (n *node) startPipeline(roles *background, members *ring.Ring) *persist.Relay {
+	var relay *persist.Relay
+	if n.cfg.Roles[roleRelay] {
+		relay = n.bidRelay(members)
+		roles.run(relay.Run)
+		for _, topic := range []string{bidgate.TopicAuctionClosed, bidgate.TopicAuctionCancelled} {
+			roles.run(n.outboxRelay(topic).Run)
+		}
+	}
+	if n.cfg.Roles[rolePersister] {
+		roles.run(n.persister().Run)
+		roles.run(n.reconciler().Run)
+	}
+	if n.cfg.Roles.needKafka() && n.cfg.Kafka.Brokers != "" {
+		roles.run(func(ctx context.Context) error { n.createTopics(ctx); return nil })
+	}
+	if n.cfg.Roles[roleCloser] {
+		roles.run(closer.New(n.db, n.rdb, closer.Config{Replication: n.cfg.Shard.Replication, Log: n.log}, n.reg).Run)
+	}
+	return relay
+}
+
+// createTopics creates bidgate's topics that Kafka lacks, retrying until it
+// has or ctx ends.
+func (n *node) createTopics(ctx context.Context) {
+	backoff := retry.Backoff{Max: topicsMaxBackoff}
+	failing := retry.Streak{Task: "create Kafka topics", Log: n.log}
+	for {
+		c, cancel := context.WithTimeout(ctx, topicsAttemptTimeout)
+		err := kafka.EnsureTopics(c, n.brokers, n.kafkaSec, n.cfg.Kafka.Partitions, n.cfg.Kafka.Replication)
+		cancel()
+		if err == nil {
+			failing.Succeed()
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		failing.Fail(err, "brokers", n.brokers)
+		if !backoff.Wait(ctx) {
+			return
+		}
+	}
+}
+
+// bidRelay relays the hot auctions this node owns; a process without the
+// shard role owns none on the ring, so it relays them all.
+func (n *node) bidRelay(members *ring.Ring) *persist.Relay {
+	w := kafka.NewWriter(n.brokers, bidgate.TopicBidAccepted, n.kafkaSec)
+	n.cleanup = append(n.cleanup, func() { w.Close() })
+	cfg := persist.RelayConfig{Secret: []byte(n.cfg.Cluster.Secret), Replication: n.cfg.Shard.Replication, Log: n.log}
+	if n.cfg.Roles[roleShard] {
+		cfg.Owns = func(id int64) bool {
+			owner, ok := members.Owner(id)
+			return !ok || owner.Name == members.Self().Name
+		}
+	}
+	return persist.NewRelay(n.db, n.rdb, w, cfg, n.reg)
+}
+
+// outboxRelay relays one topic's outbox rows; its metrics carry the topic.
+func (n *node) outboxRelay(topic string) *persist.OutboxRelay {
+	w := kafka.NewWriter(n.brokers, topic, n.kafkaSec)
+	n.cleanup = append(n.cleanup, func() { w.Close() })
+	reg := prometheus.WrapRegistererWith(prometheus.Labels{"topic": topic}, n.reg)
+	return persist.NewOutboxRelay(n.db, w, persist.OutboxConfig{Topic: topic, Secret: []byte(n.cfg.Cluster.Secret), Log: n.log}, reg)
+}
+
+func (n *node) persister() *persist.Persister {
+	r := kafka.NewReader(n.brokers, bidgate.TopicBidAccepted, n.cfg.Kafka.PersisterGroup, n.kafkaSec)
+	n.cleanup = append(n.cleanup, func() { r.Close() })
+	return persist.NewPersister(n.db, n.rdb, r, persist.PersisterConfig{Secret: []byte(n.cfg.Cluster.Secret), Log: n.log}, n.reg)
+}
+
+func (n *node) reconciler() *persist.Reconciler {
+	return persist.NewReconciler(n.db, n.rdb, persist.ReconcilerConfig{Replication: n.cfg.Shard.Replication, Log: n.log}, n.reg)
+}
+
+// newServer builds the HTTP API on the shard, when this process decides
+// bids; with the gateway role it verifies tokens and serves viewers,
+// without it it serves only the operations endpoints.
+func (n *node) newServer(roles *background, members *ring.Ring, relay *persist.Relay) (*gateway.Server, error) {
+	var auctions gateway.Auctions
+	if n.cfg.Roles[roleShard] {
+		auctions = n.newShard(relay)
+	}
+	gw := gateway.Config{RequestTimeout: n.cfg.HTTP.RequestTimeout, OpsOnly: !n.cfg.Roles[roleGateway],
+		MaxConns: n.cfg.HTTP.MaxConns, MaxConnsPerIP: n.cfg.HTTP.MaxConnsPerIP,
+		NodeID: n.cfg.Cluster.NodeID, Cluster: members, ClusterSecret: []byte(n.cfg.Cluster.Secret)}
+	if n.cfg.Roles[roleGateway] {
+		if err := n.startGateway(roles, &gw, auctions); err != nil {
+			return nil, err
+		}
+	}
+	return gateway.New(gw, auctions, n.ready, n.reg, n.log), nil
+}
+
+// newShard is the shard role; a hot bid it accepts wakes relay.
+func (n *node) newShard(relay *persist.Relay) *shard.Service {
+	cfg := n.cfg.Shard
+	cfg.Log = n.log
+	if relay != nil {
+		cfg.OnHotAccepted = relay.Notify
+	}
+	return shard.New(n.db, n.rdb, cfg, n.reg)
+}
+
+// startGateway readies the public API of the gateway role: its token
+// verification (none with --auth=off) and its WebSocket hub, which runs
+// among the background roles.
+func (n *node) startGateway(roles *background, gw *gateway.Config, auctions gateway.Auctions) error {
+	if n.cfg.Auth.Mode == "off" {
+		gw.AuthOff = true
+		n.log.Warn("--auth=off: no bearer token is verified; anyone may bid, sell and operate as anyone (development only)")
+	} else {
+		v, err := n.verifier(roles.ctx)
+		if err != nil {
+			return err
+		}
+		gw.Auth = v
+	}
+	cfg := n.cfg.Fanout
+	cfg.Log = n.log
+	hub := fanout.New(n.rdb, auctions, cfg, n.reg)
+	roles.run(hub.Run)
+	gw.Viewers = hub
+	return nil
+}
+
+// verifier builds the bearer-token verifier of the API.
+func (n *node) verifier(ctx context.Context) (*auth.Verifier, error) {
+	a := n.cfg.Auth
+	cfg := auth.Config{JWKSFile: a.JWKSFile, JWKSURL: a.JWKSURL, Issuer: a.Issuer, Audience: a.Audience, Log: n.log}
+	if a.DevKey != "" {
+		key, created, err := auth.LoadOrCreateKey(a.DevKey)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.JWKS, err = auth.JWKS(key); err != nil {
+			return nil, err
+		}
+		n.log.Warn("development key: trusting tokens signed by a local key file; use --jwt-jwks-file or --jwt-jwks-url in production",
+			"key", a.DevKey, "created", created, "issuer", cfg.Issuer, "audience", cfg.Audience)
+	}
+	v, err := auth.NewVerifier(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("bearer tokens: %w", err)
+	}
+	return v, nil
+}
+
+// serveHTTP binds the endpoints not bound yet and serves the three of
+// them; the channel receives the error that ends the first to stop.
+func (n *node) serveHTTP(srv *gateway.Server, eps *endpoints, members *ring.Ring) (<-chan error, error) {
+	ln, err := eps.public.listen()
+	if err != nil {
+		return nil, err
+	}
+	inLn, err := eps.internal.listen()
+	if err != nil {
+		return nil, err
+	}
+	adLn, err := eps.admin.listen()
+	if err != nil {
+		return nil, err
+	}
+	n.log.Info("bidgate serving", "node", n.cfg.Cluster.NodeID, "addr", ln.Addr().String(), "internal", inLn.Addr().String(),
+		"admin", adLn.Addr().String(), "gossip", members.Addr(), "roles", n.cfg.Roles.String())
+	served := make(chan error, 3)
+	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.ServeAdmin(adLn) }()
+	go func() { served <- srv.ServeInternal(inLn) }()
+	return served, nil
+}
