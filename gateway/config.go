@@ -10,6 +10,14 @@ import (
 // Config tunes the HTTP server. A zero field takes its value from
 // DefaultConfig.
 type Config struct {
+	// Listen, InternalListen and AdminListen are where a node serves the
+	// public API, the bids other nodes forward, and the operator endpoint;
+	// the command binds them and hands the listeners to Serve*.
+	Listen, InternalListen, AdminListen string
+	// ShutdownTimeout is how long a stopping node lets in-flight requests
+	// finish.
+	ShutdownTimeout time.Duration
+
 	MaxBodyBytes   int           // the largest request body served
 	RequestTimeout time.Duration // budget of one request's store calls
 	ReadTimeout    time.Duration // time to read one request, headers and body
@@ -51,6 +59,10 @@ type Config struct {
 // zero field from it, and the command line's flags take theirs from it.
 func DefaultConfig() Config {
 	return Config{
+		Listen:           ":8080",
+		InternalListen:   "127.0.0.1:8081",
+		AdminListen:      "127.0.0.1:9090",
+		ShutdownTimeout:  15 * time.Second,
 		MaxBodyBytes:     64 << 10,
 		RequestTimeout:   5 * time.Second,
 		ReadTimeout:      10 * time.Second,
@@ -88,6 +100,7 @@ func (c Config) Validate() error {
 		name     string
 		negative bool
 	}{
+		{"ShutdownTimeout", c.ShutdownTimeout < 0},
 		{"MaxBodyBytes", c.MaxBodyBytes < 0},
 		{"RequestTimeout", c.RequestTimeout < 0},
 		{"ReadTimeout", c.ReadTimeout < 0},

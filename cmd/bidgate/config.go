@@ -110,14 +110,19 @@ func (c *config) registerServe(fs *settings.FlagSet) {
 
 func (h *httpConfig) register(fs *settings.FlagSet) {
 	d := gateway.DefaultConfig()
-	fs.StringVar(&h.Listen, "listen", ":8080", "HTTP listen address")
-	fs.StringVar(&h.InternalListen, "internal-listen", "127.0.0.1:8081", "listen address of the internal endpoint that takes forwarded bids (loopback by default: set it to reach other machines)")
-	fs.StringVar(&h.AdminListen, "admin-listen", "127.0.0.1:9090", "listen address of the admin endpoint: /metrics, /cluster/* (operator scope), the detailed /readyz (loopback by default)")
+	fs.StringVar(&h.Listen, "listen", d.Listen, "HTTP listen address")
+	fs.StringVar(&h.InternalListen, "internal-listen", d.InternalListen, "listen address of the internal endpoint that takes forwarded bids (loopback by default: set it to reach other machines)")
+	fs.StringVar(&h.AdminListen, "admin-listen", d.AdminListen, "listen address of the admin endpoint: /metrics, /cluster/* (operator scope), the detailed /readyz (loopback by default)")
 	fs.DurationVar(&h.RequestTimeout, "request-timeout", d.RequestTimeout, "time budget of one request's store calls")
-	fs.DurationVar(&h.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "how long graceful shutdown waits for in-flight requests")
+	fs.DurationVar(&h.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "how long graceful shutdown waits for in-flight requests")
 	fs.IntVar(&h.MaxConns, "max-conns", 0, "HTTP connections served at once before new ones get 503 (0: half the file descriptor limit)")
 	fs.IntVar(&h.MaxConnsPerIP, "max-conns-per-ip", d.MaxConnsPerIP, "HTTP connections from one client address")
 	fs.StringVar(&h.AllowedOrigins, "ws-origins", "", "comma-separated Origin values allowed on WebSocket connections; empty allows all")
+	fs.Check(func() error {
+		return gateway.Config{RequestTimeout: h.RequestTimeout, ShutdownTimeout: h.ShutdownTimeout,
+			MaxConns: h.MaxConns, MaxConnsPerIP: h.MaxConnsPerIP}.Validate()
+	}, map[string]string{"RequestTimeout": "request-timeout", "ShutdownTimeout": "shutdown-timeout",
+		"MaxConns": "max-conns", "MaxConnsPerIP": "max-conns-per-ip"})
 }
 
 func (c *config) registerShard(fs *settings.FlagSet) {

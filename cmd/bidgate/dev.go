@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"bidgate/gateway"
 	"bidgate/internal/auth"
 	"bidgate/internal/retry"
 	"bidgate/internal/settings"
@@ -41,7 +42,7 @@ func parseDevConfig(args []string) (devConfig, error) {
 	var c devConfig
 	fs := settings.NewFlagSet("bidgate dev")
 	fs.IntVar(&c.Nodes, "nodes", 3, "number of node processes")
-	fs.IntVar(&c.BasePort, "base-port", 8080, "node i serves its API on base-port+i-1, its internal endpoint on base-port+100+i-1, gossips on base-port+200+i-1 and serves its admin endpoint on base-port+300+i-1")
+	fs.IntVar(&c.BasePort, "base-port", defaultBasePort(), "node i serves its API on base-port+i-1, its internal endpoint on base-port+100+i-1, gossips on base-port+200+i-1 and serves its admin endpoint on base-port+300+i-1")
 	c.Postgres.RegisterURL(fs)
 	c.Redis.RegisterAddrs(fs)
 	c.Broker.Register(fs, "kafka-embedded-port", "kafka-partitions")
@@ -49,6 +50,14 @@ func parseDevConfig(args []string) (devConfig, error) {
 	fs.Check(c.checkLayout, nil)
 	err := fs.Parse(args)
 	return c, err
+}
+
+// defaultBasePort is the port of a lone node's API, so that node 1 of the
+// dev cluster answers where a single node would.
+func defaultBasePort() int {
+	_, port, _ := net.SplitHostPort(gateway.DefaultConfig().Listen)
+	p, _ := strconv.Atoi(port)
+	return p
 }
 
 // checkLayout makes sure the nodes' ports fit.
