@@ -14,6 +14,7 @@ import (
 
 	"bidgate/internal/auth"
 	"bidgate/internal/testdb"
+	"bidgate/internal/testenv"
 	"bidgate/internal/testport"
 	"bidgate/internal/testredis"
 )
@@ -61,10 +62,7 @@ type stack struct {
 // /readyz and stops it (SIGTERM, then a bounded wait) when the test ends.
 func startStack(t *testing.T) stack {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go on PATH to build bidgate with")
-	}
+	goBin := testenv.Need(t, "go")
 	bin := filepath.Join(t.TempDir(), "bidgate")
 	build := exec.Command(goBin, "build", "-o", bin, "bidgate/cmd/bidgate")
 	if out, err := build.CombinedOutput(); err != nil {

@@ -89,36 +89,19 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, cfg Config, reg prometheus
 		unsettled: retry.Streak{Task: "settle hot auctions whose bids are not all in PostgreSQL", Log: cfg.Log}}
 }
 
-// Run closes ended auctions until ctx is done, then returns nil. A pass that
-// found a full batch is followed by the next one at once, so a burst of
-// endings drains at the speed of the database (even while the other mode's
-// batch fails: a Redis outage does not slow cold closes); otherwise Run
-// waits Interval. Errors of a pass are logged and counted, and a later pass
-// retries.
+// Run closes ended auctions until ctx is done, then returns nil. It is a
+// retry.Loop: a pass that found a full batch is followed by the next one at
+// once, so a burst of endings drains at the speed of the database (even
+// while the other mode's batch fails: a Redis outage does not slow cold
+// closes); a pass that found less waits Interval; a pass that failed and
+// closed no full batch waits a growing back-off, so a database or Redis
+// that is down is not hit every Interval. Errors are logged and counted.
 func (c *Closer) Run(ctx context.Context) error {
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	failing := retry.Streak{Task: "close pass", Log: c.cfg.Log}
-	for {
+	loop := retry.Loop{Task: "close ended auctions", Interval: c.cfg.Interval, Log: c.cfg.Log}
+	return loop.Run(ctx, func(ctx context.Context) (bool, error) {
 		_, full, err := c.pass(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			failing.Fail(err)
-		} else {
-			failing.Succeed()
-		}
-		if full {
-			continue
-		}
-		timer.Reset(c.cfg.Interval)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-timer.C:
-		}
-	}
+		return full, err
+	})
 }
 
 // CloseDue runs one pass: one batch of ended cold auctions and one of ended

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/shopspring/decimal"
 
@@ -105,7 +106,7 @@ CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON outbox
 	if closed != n {
 		t.Fatalf("%d auctions closed, want %d", closed, n)
 	}
-	if got := metricValue(t, e.reg, "bidgate_closer_auctions_closed_total", "mode", "cold"); got != n {
+	if got := testutil.ToFloat64(e.closer.metrics.closed.WithLabelValues("cold")); got != n {
 		t.Fatalf("the closer counted %v closes, PostgreSQL has %d", got, closed)
 	}
 	for _, sub := range subs {
@@ -130,12 +131,8 @@ func TestCloseBurst(t *testing.T) {
 
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	regs := []*prometheus.Registry{e.reg, prometheus.NewRegistry()}
-	for i, reg := range regs {
-		c := e.closer
-		if i > 0 {
-			c = New(e.db, e.rdb, Config{}, reg)
-		}
+	closers := []*Closer{e.closer, New(e.db, e.rdb, Config{}, prometheus.NewRegistry())}
+	for i, c := range closers {
 		wg.Go(func() {
 			if err := c.Run(runCtx); err != nil {
 				t.Errorf("closer %d: %v", i, err)
@@ -163,8 +160,8 @@ SELECT max(closed_at) - max(end_time), max(closed_at) - min(end_time), max(close
 		n, sinceFirstEnd-sinceLastEnd, sinceLastEnd, worst)
 	var byCloser []float64
 	total := 0.0
-	for _, reg := range regs {
-		v := metricValue(t, reg, "bidgate_closer_auctions_closed_total", "mode", "cold")
+	for _, c := range closers {
+		v := testutil.ToFloat64(c.metrics.closed.WithLabelValues("cold"))
 		byCloser = append(byCloser, v)
 		total += v
 	}

@@ -30,18 +30,16 @@ type env struct {
 	rdb    redis.UniversalClient
 	shards *shard.Service
 	closer *Closer
-	reg    *prometheus.Registry
 }
 
 func newEnv(t testing.TB, conns int32, cfg Config) *env {
 	t.Helper()
 	db, _ := testdb.New(t, conns)
 	rdb := testredis.Client(t)
-	reg := prometheus.NewRegistry()
 	return &env{
-		db: db, rdb: rdb, reg: reg,
+		db: db, rdb: rdb,
 		shards: shard.New(db, rdb, shard.Config{RateLimit: -1, PromoteRate: -1}, prometheus.NewRegistry()),
-		closer: New(db, rdb, cfg, reg),
+		closer: New(db, rdb, cfg, prometheus.NewRegistry()),
 	}
 }
 
@@ -202,41 +200,6 @@ func fmtLeader(l *int64) any {
 }
 
 func ptr(n int64) *int64 { return &n }
-
-// metricValue sums a counter or gauge over the series whose labels include
-// the given ones.
-func metricValue(t testing.TB, reg *prometheus.Registry, name string, labels ...string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				found := false
-				for _, lp := range m.GetLabel() {
-					found = found || (lp.GetName() == labels[i] && lp.GetValue() == labels[i+1])
-				}
-				if !found {
-					continue series
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				sum += m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				sum += m.GetGauge().GetValue()
-			}
-		}
-	}
-	return sum
-}
 
 // eventually re-checks cond every few milliseconds until it holds and
 // returns the value it saw then; after limit it fails the test naming what

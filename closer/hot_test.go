@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"bidgate"
@@ -52,7 +53,7 @@ func TestHotClose(t *testing.T) {
 				redisEnd = e.setRedisEnd(t, a.ID, tc.redisEnd)
 			}
 			e.endInPostgres(t, a.ID)
-			extensions := metricValue(t, e.reg, "bidgate_closer_extensions_total")
+			extensions := testutil.ToFloat64(e.closer.metrics.extensions)
 
 			n, err := e.closer.CloseDue(ctx)
 			if err != nil {
@@ -63,7 +64,7 @@ func TestHotClose(t *testing.T) {
 				if n != 0 || r.status != bidgate.StatusOpen || r.endTime.UnixMicro() != redisEnd {
 					t.Fatalf("closed %d; row %s ending %v, want OPEN ending at Redis's %v", n, r.status, r.endTime, time.UnixMicro(redisEnd))
 				}
-				if got := metricValue(t, e.reg, "bidgate_closer_extensions_total") - extensions; got != 1 {
+				if got := testutil.ToFloat64(e.closer.metrics.extensions) - extensions; got != 1 {
 					t.Fatalf("%v extensions counted, want 1", got)
 				}
 				if c := count(t, e.db, `SELECT count(*) FROM outbox WHERE aggregate_id = $1`, a.ID); c != 0 {
@@ -224,7 +225,7 @@ func TestHotClosePersistsBidsFirst(t *testing.T) {
 	}
 	e.setRedisEnd(t, a.ID, -time.Second)
 	e.endInPostgres(t, a.ID)
-	before := metricValue(t, e.reg, "bidgate_closer_persisted_bids_total")
+	before := testutil.ToFloat64(e.closer.metrics.persistedAtClose)
 	if n, err := e.closer.CloseDue(ctx); err != nil || n != 1 {
 		t.Fatalf("closed %d: %v", n, err)
 	}
@@ -232,7 +233,7 @@ func TestHotClosePersistsBidsFirst(t *testing.T) {
 	if got := count(t, e.db, `SELECT count(*) FROM bid WHERE auction_id = $1 AND seq BETWEEN 1 AND 4`, a.ID); got != 4 {
 		t.Fatalf("%d of 4 bids in PostgreSQL after the close", got)
 	}
-	if got := metricValue(t, e.reg, "bidgate_closer_persisted_bids_total") - before; got != 4 {
+	if got := testutil.ToFloat64(e.closer.metrics.persistedAtClose) - before; got != 4 {
 		t.Fatalf("closer counted %v bids persisted at close, want 4", got)
 	}
 
@@ -259,7 +260,7 @@ func TestHotClosePersistsBidsFirst(t *testing.T) {
 	if r := readRow(t, e.db, lost.ID); r.status != bidgate.StatusOpen {
 		t.Fatalf("auction with a lost bid is %s, want OPEN", r.status)
 	}
-	if got := metricValue(t, e.reg, "bidgate_closer_unsettled_hot_auctions"); got != 1 {
+	if got := testutil.ToFloat64(e.closer.metrics.waiting); got != 1 {
 		t.Fatalf("bidgate_closer_unsettled_hot_auctions = %v, want 1", got)
 	}
 	if c := count(t, e.db, `SELECT count(*) FROM outbox WHERE aggregate_id = $1`, lost.ID); c != 0 {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"bidgate/internal/testmetrics"
 	"bidgate/internal/testport"
 	"bidgate/persist"
 	pkafka "bidgate/persist/kafka"
@@ -141,7 +142,7 @@ func TestOutboxRelayToKafka(t *testing.T) {
 	if len(batches) != 3 || batches[0] != 40 || batches[2] != 20 {
 		t.Fatalf("published in batches of %v, want 40, 40, 20", batches)
 	}
-	if got := metricValue(t, reg, "bidgate_outbox_published_total"); got != n {
+	if got := testmetrics.Value(t, reg, "bidgate_outbox_published_total"); got != n {
 		t.Fatalf("published metric %v, want %d", got, n)
 	}
 	if left := unpublished(t, e.db); left != 1 {
@@ -187,7 +188,9 @@ func TestOutboxRelayKafkaFailures(t *testing.T) {
 			defer w.Close()
 			reg := prometheus.NewRegistry()
 			relay := persist.NewOutboxRelay(db, w, persist.OutboxConfig{MinBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond, Log: quiet}, reg)
-			failures := func() float64 { return metricValue(t, reg, "bidgate_outbox_publish_failures_total", "cause", "kafka") }
+			failures := func() float64 {
+				return testmetrics.Value(t, reg, "bidgate_outbox_publish_failures_total", "cause", "kafka")
+			}
 			if tc.viaRun {
 				runCtx, stop := context.WithCancel(ctx)
 				done := make(chan error, 1)
@@ -253,7 +256,7 @@ func TestOutboxRelayBrokerDown(t *testing.T) {
 	go func() { done <- relay.Run(runCtx) }()
 
 	eventually(t, 20*time.Second, "two failed writes", func() (float64, bool) {
-		f := metricValue(t, reg, "bidgate_outbox_publish_failures_total", "cause", "kafka")
+		f := testmetrics.Value(t, reg, "bidgate_outbox_publish_failures_total", "cause", "kafka")
 		return f, f >= 2
 	})
 	if left := unpublished(t, db); left != n {
@@ -299,7 +302,7 @@ func TestTwoOutboxRelays(t *testing.T) {
 	var byRelay []float64
 	total := 0
 	for _, reg := range regs {
-		v := metricValue(t, reg, "bidgate_outbox_published_total")
+		v := testmetrics.Value(t, reg, "bidgate_outbox_published_total")
 		byRelay = append(byRelay, v)
 		total += int(v)
 	}

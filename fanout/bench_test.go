@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fasthttp/websocket"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"bidgate"
 )
@@ -80,7 +81,7 @@ func benchViewers(b *testing.B, viewers int) {
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &before); err != nil {
 		b.Fatal(err)
 	}
-	sentBefore := value(b, n.hub.metrics.messagesSent)
+	sentBefore := testutil.ToFloat64(n.hub.metrics.messagesSent)
 	b.ResetTimer()
 	child.send(b, "start")
 	began := time.Now()
@@ -104,7 +105,7 @@ func benchViewers(b *testing.B, viewers int) {
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &after); err != nil {
 		b.Fatal(err)
 	}
-	sent := value(b, n.hub.metrics.messagesSent) - sentBefore
+	sent := testutil.ToFloat64(n.hub.metrics.messagesSent) - sentBefore
 
 	secs := loadTime.Seconds()
 	b.ReportMetric(res.BidLag[0], "p50-bid-lag-ms")
@@ -265,11 +266,11 @@ func (p *viewerProcess) result(b *testing.B) viewerResult {
 }
 
 // TestViewerProcess is the viewers' side of BenchmarkHotAuctionViewers; it
-// does nothing unless started by it.
+// returns at once (a pass, not a skip) unless started by it.
 func TestViewerProcess(t *testing.T) {
 	url := os.Getenv(envURL)
 	if url == "" {
-		t.Skip("the viewer process of BenchmarkHotAuctionViewers")
+		return
 	}
 	count, err := strconv.Atoi(os.Getenv(envViewers))
 	if err != nil {

@@ -1,8 +1,9 @@
+//go:build rediscluster
+
 package fanout
 
 import (
 	"errors"
-	"os"
 	"testing"
 	"time"
 
@@ -11,6 +12,8 @@ import (
 	"bidgate/internal/testdb"
 	"bidgate/internal/testredis"
 	"bidgate/persist/redisstore"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // TestViewersFollowAFailover: viewers of hot auctions on every primary of a
@@ -20,9 +23,6 @@ import (
 // its auctions again on the new primary. The cluster is the test's own, so
 // it runs under make test-cluster.
 func TestViewersFollowAFailover(t *testing.T) {
-	if os.Getenv("BIDGATE_TEST_REDIS_CLUSTER") == "" {
-		t.Skip("a Redis Cluster test: make test-cluster")
-	}
 	cluster := testredis.StartCluster(t, 7440)
 	rdb := cluster.Client(t)
 	db, _ := testdb.New(t, 8)
@@ -75,7 +75,7 @@ func TestViewersFollowAFailover(t *testing.T) {
 			t.Fatalf("auction %d after the failover: %+v", a.ID, m)
 		}
 	}
-	if lost := value(t, n.hub.metrics.subscriptionsLost); lost < 1 {
+	if lost := testutil.ToFloat64(n.hub.metrics.subscriptionsLost); lost < 1 {
 		t.Fatalf("%v lost subscriptions counted", lost)
 	}
 }

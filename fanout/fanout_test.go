@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -17,7 +16,7 @@ import (
 
 	"github.com/fasthttp/websocket"
 	"github.com/google/uuid"
-	"github.com/redis/go-redis/v9"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/shopspring/decimal"
 
 	"bidgate"
@@ -258,10 +257,10 @@ func TestSlowViewerDoesNotDelayOthers(t *testing.T) {
 	// The stuck viewer was dropped: reading what its socket holds ends in
 	// the server's close, not in a live connection.
 	waitEOF(t, stuck)
-	if v := value(t, n.hub.metrics.slowClosed); v != 1 {
+	if v := testutil.ToFloat64(n.hub.metrics.slowClosed); v != 1 {
 		t.Fatalf("slow viewers closed: %v, want 1", v)
 	}
-	if v := value(t, n.hub.metrics.overflows); v == 0 {
+	if v := testutil.ToFloat64(n.hub.metrics.overflows); v == 0 {
 		t.Fatalf("no queue overflow counted")
 	}
 }
@@ -315,7 +314,7 @@ func TestLaggingViewerIsClosedTooSlow(t *testing.T) {
 	cancel()
 	<-bidding
 	t.Logf("closed as too slow after %d messages", msgs)
-	if v := value(t, n.hub.metrics.slowClosed); v != 1 {
+	if v := testutil.ToFloat64(n.hub.metrics.slowClosed); v != 1 {
 		t.Fatalf("slow viewers closed: %v, want 1", v)
 	}
 }
@@ -367,16 +366,16 @@ func TestRefusalsAndUnsubscribe(t *testing.T) {
 	if resp.Header.Get("Retry-After") == "" {
 		t.Fatal("503 without Retry-After")
 	}
-	if s, v := value(t, n.hub.metrics.subscriptions), value(t, n.hub.metrics.viewers); s != 1 || v != 2 {
+	if s, v := testutil.ToFloat64(n.hub.metrics.subscriptions), testutil.ToFloat64(n.hub.metrics.viewers); s != 1 || v != 2 {
 		t.Fatalf("subscriptions %v, viewers %v; want 1 and 2", s, v)
 	}
 
 	c1.leave(t)
-	if s := value(t, n.hub.metrics.subscriptions); s != 1 {
+	if s := testutil.ToFloat64(n.hub.metrics.subscriptions); s != 1 {
 		t.Fatalf("subscriptions %v with one viewer left", s)
 	}
 	c2.leave(t)
-	if s, v, r := value(t, n.hub.metrics.subscriptions), value(t, n.hub.metrics.viewers), n.rooms(); s != 0 || v != 0 || r != 0 {
+	if s, v, r := testutil.ToFloat64(n.hub.metrics.subscriptions), testutil.ToFloat64(n.hub.metrics.viewers), n.rooms(); s != 0 || v != 0 || r != 0 {
 		t.Fatalf("after the last viewer left: subscriptions %v, viewers %v, rooms %d", s, v, r)
 	}
 	// The slots were given back.
@@ -483,62 +482,6 @@ func TestEndedAuctionClosesWithoutAnnouncement(t *testing.T) {
 		t.Fatalf("closed %+v", m)
 	}
 	c.closed(t, websocket.CloseNormalClosure, 5*time.Second)
-}
-
-func TestResubscribesAfterRedisReconnect(t *testing.T) {
-	e := newEnv(t)
-	// The hub's own client, named so that the test can find its pub/sub
-	// connection and kill only that.
-	single, ok := e.rdb.(*redis.Client)
-	if !ok {
-		t.Skip("kills a client connection of one Redis server")
-	}
-	name := "fanout-test-" + uuid.NewString()
-	rdb := redis.NewClient(&redis.Options{Addr: single.Options().Addr, ClientName: name})
-	t.Cleanup(func() { rdb.Close() }) // after the node's cleanup
-	n := startNode(t, rdb, e.svc, Config{}, nodeOpts{})
-	a := createAuction(t, e.svc, true)
-	c := dial(t, n, a.ID)
-	c.next(t, 5*time.Second)
-	mustBid(t, e.svc, a.ID, 1, 110)
-	c.until(t, 1, 5*time.Second)
-
-	if killed := killClient(t, single, name); killed != 1 {
-		t.Fatalf("killed %d connections named %s", killed, name)
-	}
-	// Bids right after the kill are published while the node is
-	// reconnecting; the refresh after the resubscription brings them.
-	mustBid(t, e.svc, a.ID, 2, 120)
-	last := mustBid(t, e.svc, a.ID, 3, 130)
-	got := c.until(t, last.Seq, 15*time.Second)
-	if m := got[len(got)-1]; m.CurrentPrice != "130.00" || leader(m) != 3 {
-		t.Fatalf("after the reconnect %+v", m)
-	}
-}
-
-// killClient kills the connections of the named client and says how many.
-func killClient(tb testing.TB, rdb *redis.Client, name string) int64 {
-	tb.Helper()
-	list, err := rdb.ClientList(bg).Result()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var killed int64
-	for _, line := range strings.Split(list, "\n") {
-		if !strings.Contains(line, " name="+name+" ") {
-			continue
-		}
-		for _, f := range strings.Fields(line) {
-			if id, ok := strings.CutPrefix(f, "id="); ok {
-				k, err := rdb.ClientKillByFilter(bg, "ID", id).Result()
-				if err != nil {
-					tb.Fatal(err)
-				}
-				killed += k
-			}
-		}
-	}
-	return killed
 }
 
 // One client address holds at most MaxViewersPerAddr viewers (429); other

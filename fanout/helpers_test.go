@@ -20,7 +20,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 	"github.com/shopspring/decimal"
 	"github.com/valyala/fasthttp"
@@ -119,22 +118,6 @@ func (n *node) rooms() int {
 	n.hub.mu.Lock()
 	defer n.hub.mu.Unlock()
 	return len(n.hub.rooms)
-}
-
-func value(tb testing.TB, c prometheus.Metric) float64 {
-	tb.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		tb.Fatal(err)
-	}
-	switch {
-	case m.Gauge != nil:
-		return m.Gauge.GetValue()
-	case m.Counter != nil:
-		return m.Counter.GetValue()
-	}
-	tb.Fatalf("metric %v is neither gauge nor counter", c.Desc())
-	return 0
 }
 
 // client is a WebSocket viewer whose messages arrive on msgs; err holds

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	"bidgate/internal/auth"
+	"bidgate/internal/testmetrics"
 	"bidgate/shard"
 )
 
@@ -43,31 +43,15 @@ func BenchmarkHotBid(b *testing.B) {
 		for _, clients := range []int{64, 256} {
 			b.Run(fmt.Sprintf("batch=%d/bidders=%d", batch, clients), func(b *testing.B) {
 				id := s.createAuction(with(validAuction(), "hot", true))
-				before := batchStats(b, s.reg)
+				sumBefore, callsBefore := testmetrics.Histogram(b, s.reg, "bidgate_hot_batch_size")
 				runBidLoad(b, s.base, id, clients, 1010, 10)
-				after := batchStats(b, s.reg)
-				if calls := after.count - before.count; calls > 0 {
-					b.ReportMetric((after.sum-before.sum)/calls, "bids/batch")
+				sum, calls := testmetrics.Histogram(b, s.reg, "bidgate_hot_batch_size")
+				if calls -= callsBefore; calls > 0 {
+					b.ReportMetric((sum-sumBefore)/calls, "bids/batch")
 				}
 			})
 		}
 	}
-}
-
-type histStats struct{ sum, count float64 }
-
-func batchStats(b *testing.B, reg *prometheus.Registry) histStats {
-	mfs, err := reg.Gather()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "bidgate_hot_batch_size" {
-			h := mf.GetMetric()[0].GetHistogram()
-			return histStats{sum: h.GetSampleSum(), count: float64(h.GetSampleCount())}
-		}
-	}
-	return histStats{}
 }
 
 // bidderPool is how many bidders a benchmark round's bids come from in

@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"bidgate/internal/testdb"
+	"bidgate/internal/testmetrics"
 	"bidgate/internal/testredis"
 )
 
@@ -86,8 +87,8 @@ func BenchmarkCluster(b *testing.B) {
 			b.ReportMetric(ms(percentile(all, 0.99)), "p99-ms")
 			var sum, count float64
 			for _, n := range nodes {
-				h := histogram(b, n, "bidgate_forward_duration_seconds")
-				sum, count = sum+h.sum, count+h.count
+				s, c := testmetrics.Histogram(b, n.reg, "bidgate_forward_duration_seconds")
+				sum, count = sum+s, count+c
 			}
 			if count > 0 {
 				b.ReportMetric(sum/count*1000, "fwd-ms")
@@ -95,18 +96,4 @@ func BenchmarkCluster(b *testing.B) {
 			}
 		})
 	}
-}
-
-func histogram(b *testing.B, n *testNode, name string) histStats {
-	mfs, err := n.reg.Gather()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			h := mf.GetMetric()[0].GetHistogram()
-			return histStats{sum: h.GetSampleSum(), count: float64(h.GetSampleCount())}
-		}
-	}
-	return histStats{}
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
+
+	"bidgate/internal/retry"
 )
 
 // patientListener keeps accepting through the errors a server recovers
@@ -23,8 +25,20 @@ type patientListener struct {
 	logEvery *rate.Sometimes
 }
 
+// The wait between accept attempts that failed in a row: retry's back-off
+// between these bounds. The first retry comes soon (a connection aborted
+// before it was accepted is a one-off); a process out of descriptors gets
+// an attempt about once a second.
+const (
+	acceptRetryMin = 5 * time.Millisecond
+	acceptRetryMax = time.Second
+)
+
+// Accept returns the next connection, waiting out recoverable errors. It
+// has no context to end a wait: a Close during one makes the attempt after
+// it fail with a closed listener, which Accept returns.
 func (l patientListener) Accept() (net.Conn, error) {
-	var wait time.Duration
+	backoff := retry.Backoff{Min: acceptRetryMin, Max: acceptRetryMax}
 	for {
 		c, err := l.Listener.Accept()
 		if err == nil || !recoverable(err) {
@@ -34,8 +48,7 @@ func (l patientListener) Accept() (net.Conn, error) {
 		l.logEvery.Do(func() {
 			l.log.Warn("accepting connections failed; waiting and retrying (logged at most every 10s; see bidgate_accept_errors_total)", "err", err)
 		})
-		wait = min(max(2*wait, 5*time.Millisecond), time.Second)
-		time.Sleep(wait)
+		time.Sleep(backoff.Next())
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
+	"bidgate/internal/testmetrics"
 	"bidgate/persist"
 	"bidgate/persist/kafka"
 	"bidgate/persist/pgstore"
@@ -92,7 +93,7 @@ func TestReconcilerRepairsWhatKafkaLost(t *testing.T) {
 	if res.Unpersisted != int64(len(accepted)) || res.Repaired != int64(len(accepted)) || res.Missing != 0 || res.Oldest <= 0 {
 		t.Fatalf("first pass: %+v; want %d unpersisted and repaired", res, len(accepted))
 	}
-	if v := metric(t, reg, "bidgate_unpersisted_bids"); v != float64(len(accepted)) {
+	if v := testmetrics.Value(t, reg, "bidgate_unpersisted_bids"); v != float64(len(accepted)) {
 		t.Fatalf("bidgate_unpersisted_bids = %v, want %d", v, len(accepted))
 	}
 	p.checkSame(a, accepted)
@@ -111,7 +112,7 @@ func TestReconcilerRepairsWhatKafkaLost(t *testing.T) {
 	if n, err := p.rdb.XLen(context.Background(), redisstore.KeysOf(a.ID).Log).Result(); err != nil || n != 0 {
 		t.Fatalf("the log still holds %d persisted entries (%v)", n, err)
 	}
-	if v := metric(t, reg, "bidgate_unpersisted_bids"); v != 0 {
+	if v := testmetrics.Value(t, reg, "bidgate_unpersisted_bids"); v != 0 {
 		t.Fatalf("bidgate_unpersisted_bids = %v after the repair", v)
 	}
 }
@@ -141,7 +142,7 @@ func TestReconcilerReportsLostBids(t *testing.T) {
 			t.Fatalf("pass %d: %+v; want 3 missing of %d unpersisted", pass, res, len(accepted))
 		}
 	}
-	if v := metric(t, reg, "bidgate_unpersisted_lost_bids"); v != 3 {
+	if v := testmetrics.Value(t, reg, "bidgate_unpersisted_lost_bids"); v != 3 {
 		t.Fatalf("bidgate_unpersisted_lost_bids = %v, want 3", v)
 	}
 	var pos int64
@@ -207,7 +208,7 @@ func TestPersisterDropsForgedMessages(t *testing.T) {
 
 	// Rejections are counted before the batch's hook runs: re-check after each.
 	waitFor(t, 30*time.Second, "4 messages rejected", p.wrote, func() (float64, bool) {
-		n := metric(t, reg, "bidgate_persister_rejected_messages_total")
+		n := testmetrics.Value(t, reg, "bidgate_persister_rejected_messages_total")
 		return n, n >= 4
 	})
 	var n int
@@ -221,24 +222,6 @@ func TestPersisterDropsForgedMessages(t *testing.T) {
 	if !got.CurrentPrice.Equal(cold.CurrentPrice) || got.LeaderID != 0 || !got.EndTime.Equal(cold.EndTime) || got.BidCount != 0 {
 		t.Fatalf("cold auction changed by a message: %+v", got)
 	}
-}
-
-// metric sums the counters or gauges named name on reg.
-func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, f := range families {
-		if f.GetName() == name {
-			for _, m := range f.GetMetric() {
-				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-			}
-		}
-	}
-	return sum
 }
 
 // TestLogReadersWaitForReplicas: with --redis-wait-replicas the relay and

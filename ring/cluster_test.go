@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 const ids = 10_000
@@ -51,18 +51,27 @@ func TestThreeNodesAgreeOnOwners(t *testing.T) {
 	}
 
 	for _, n := range nodes {
-		if got := gauge(t, n.metrics.alive); got != 3 {
+		if got := testutil.ToFloat64(n.metrics.alive); got != 3 {
 			t.Errorf("%s: alive members gauge = %v, want 3", n.Self().ID, got)
 		}
-		if got := gauge(t, n.metrics.shards); got != 3 {
+		if got := testutil.ToFloat64(n.metrics.shards); got != 3 {
 			t.Errorf("%s: shard members gauge = %v, want 3", n.Self().ID, got)
 		}
-		if got := counter(t, n.metrics.changes.WithLabelValues(KindJoin)); got < 3 {
+		if got := testutil.ToFloat64(n.metrics.changes.WithLabelValues(KindJoin)); got < 3 {
 			t.Errorf("%s: join changes = %v, want >= 3", n.Self().ID, got)
 		}
-		mfs, err := n.reg.Gather()
-		if err != nil || len(mfs) != 4 {
-			t.Errorf("%s: Gather: %d families, %v", n.Self().ID, len(mfs), err)
+		// The ring's four metrics, and nothing else, are on its registry.
+		ours := 0
+		for _, name := range []string{"bidgate_ring_alive_members", "bidgate_ring_shard_members",
+			"bidgate_ring_changes_total", "bidgate_ring_panics_total"} {
+			c, err := testutil.GatherAndCount(n.reg, name)
+			if err != nil || c == 0 {
+				t.Errorf("%s: %d series of %s (%v)", n.Self().ID, c, name, err)
+			}
+			ours += c
+		}
+		if all, err := testutil.GatherAndCount(n.reg); err != nil || all != ours {
+			t.Errorf("%s: %d series registered, %d of them the ring's (%v)", n.Self().ID, all, ours, err)
 		}
 	}
 }
@@ -223,10 +232,10 @@ func TestMemberWithoutShardRoleOwnsNothing(t *testing.T) {
 	if _, ok := gw.Owner(1); !ok {
 		t.Error("the gateway node knows no owner")
 	}
-	if got := gauge(t, gw.metrics.alive); got != 3 {
+	if got := testutil.ToFloat64(gw.metrics.alive); got != 3 {
 		t.Errorf("alive gauge %v, want 3", got)
 	}
-	if got := gauge(t, gw.metrics.shards); got != 2 {
+	if got := testutil.ToFloat64(gw.metrics.shards); got != 2 {
 		t.Errorf("shard gauge %v, want 2", got)
 	}
 }
@@ -368,8 +377,8 @@ func TestJoinFailsWhenNoSeedAnswers(t *testing.T) {
 		t.Errorf("Join gave up after %v, before its deadline", took)
 	}
 	t.Logf("Join gave up after %v: %v", took, err)
-	if mfs, err := reg.Gather(); err != nil || len(mfs) != 0 {
-		t.Errorf("a failed Join left %d metric families registered (%v)", len(mfs), err)
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 0 {
+		t.Errorf("a failed Join left %d metric series registered (%v)", n, err)
 	}
 }
 
@@ -528,22 +537,4 @@ func alive(ms []Member) int {
 		}
 	}
 	return n
-}
-
-func gauge(t testing.TB, g prometheus.Gauge) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := g.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetGauge().GetValue()
-}
-
-func counter(t testing.TB, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // offlineRing is a Ring without memberlist: tests feed it events by hand.
@@ -98,10 +99,10 @@ func TestEventsMakeChanges(t *testing.T) {
 	if !slices.Equal(kinds, want) {
 		t.Errorf("changes:\n got %q\nwant %q", kinds, want)
 	}
-	if got := counter(t, r.metrics.changes.WithLabelValues(KindLeave)); got != 2 {
+	if got := testutil.ToFloat64(r.metrics.changes.WithLabelValues(KindLeave)); got != 2 {
 		t.Errorf("leave counter %v, want 2", got)
 	}
-	if got := gauge(t, r.metrics.alive); got != 1 {
+	if got := testutil.ToFloat64(r.metrics.alive); got != 1 {
 		t.Errorf("alive gauge %v, want 1", got)
 	}
 
@@ -138,7 +139,7 @@ func TestBadMetadataOwnsNothing(t *testing.T) {
 func TestPanicsAreRecovered(t *testing.T) {
 	r := offlineRing(t, func(Change) { panic("boom") })
 	r.handle([]event{{kind: evJoin, node: node(t, "a-1", meta{ID: "a", Roles: []string{RoleShard}})}})
-	if got := counter(t, r.metrics.panics); got != 1 {
+	if got := testutil.ToFloat64(r.metrics.panics); got != 1 {
 		t.Errorf("panics counter %v, want 1", got)
 	}
 	if !onRing(r, "a-1") {
@@ -149,7 +150,7 @@ func TestPanicsAreRecovered(t *testing.T) {
 	r.cfg.OnChange = nil
 	r.params.load = 0.5 // consistent panics: "not enough room"
 	r.handle([]event{{kind: evJoin, node: node(t, "b-1", meta{ID: "b", Roles: []string{RoleShard}})}})
-	if got := counter(t, r.metrics.panics); got != 2 {
+	if got := testutil.ToFloat64(r.metrics.panics); got != 2 {
 		t.Errorf("panics counter %v, want 2", got)
 	}
 	if got := shardNames(r); !slices.Equal(got, []string{"a-1"}) {

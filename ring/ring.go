@@ -15,10 +15,13 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"bidgate/internal/retry"
 )
 
 // Join's retry of unreachable seeds: each attempt tries every seed (each
-// bounded by memberlist's TCPTimeout, 1 s), then waits, doubling the wait.
+// bounded by memberlist's TCPTimeout, 1 s), then waits retry's back-off
+// between these bounds.
 const (
 	joinRetryMin = 100 * time.Millisecond
 	joinRetryMax = 2 * time.Second
@@ -157,9 +160,10 @@ func incarnationName(id string) string {
 	return id + "-" + hex.EncodeToString(b[:])
 }
 
-// joinSeeds contacts the seeds until one answers or ctx ends.
+// joinSeeds contacts the seeds until one answers or ctx ends, waiting
+// retry's back-off between attempts.
 func (r *Ring) joinSeeds(ctx context.Context) error {
-	wait := joinRetryMin
+	backoff := retry.Backoff{Min: joinRetryMin, Max: joinRetryMax}
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("ring: join %v: %w", r.cfg.Seeds, context.Cause(ctx))
@@ -168,16 +172,12 @@ func (r *Ring) joinSeeds(ctx context.Context) error {
 		if n > 0 {
 			return nil
 		}
+		wait := backoff.Next()
 		r.log.Warn("ring: no seed answered, retrying", "seeds", r.cfg.Seeds, "attempt", attempt, "retry_in", wait, "err", oneLine(err))
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !retry.Sleep(ctx, wait) {
 			return fmt.Errorf("ring: could not join any of %v in %d attempts (%w); last error: %s",
 				r.cfg.Seeds, attempt, context.Cause(ctx), oneLine(err))
-		case <-t.C:
 		}
-		wait = min(2*wait, joinRetryMax)
 	}
 }
 

@@ -1,9 +1,10 @@
+//go:build rediscluster
+
 package shard
 
 import (
 	"context"
 	"errors"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -29,9 +30,6 @@ import (
 // run starts a cluster of its own (internal/testredis/redis-cluster.sh): it runs under
 // make test-cluster.
 func TestFailoverKeepsAcknowledgedBids(t *testing.T) {
-	if os.Getenv("BIDGATE_TEST_REDIS_CLUSTER") == "" {
-		t.Skip("a Redis Cluster test: make test-cluster")
-	}
 	for i, wait := range []int{1, 0} {
 		t.Run("wait="+strconv.Itoa(wait), func(t *testing.T) {
 			acked, lost := failover(t, wait, 7400+20*i)

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -29,6 +28,7 @@ import (
 	"bidgate/internal/auth"
 	"bidgate/internal/await"
 	"bidgate/internal/testdb"
+	"bidgate/internal/testenv"
 	"bidgate/internal/testport"
 )
 
@@ -321,11 +321,8 @@ func closedEvents(t *testing.T, broker string, auction int64) []string {
 	key := strconv.FormatInt(auction, 10)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("kcat is not installed (CI installs it)")
-		}
+	kcat := testenv.Find(t, "kcat")
+	if kcat == "" {
 		r := kafkago.NewReader(kafkago.ReaderConfig{Brokers: []string{broker}, Topic: bidgate.TopicAuctionClosed,
 			GroupID: "e2e-" + uuid.NewString(), StartOffset: kafkago.FirstOffset, MaxWait: 250 * time.Millisecond})
 		defer func() {

@@ -3,7 +3,9 @@
 // the kustomizations render to objects with the probes, policies and secret
 // references bidgate needs; the compose file loads with its .env.example;
 // the alert rules and the Grafana dashboard name only metrics that bidgate's
-// code registers; every BIDGATE_* setting is a flag of `bidgate serve`.
+// code registers; every BIDGATE_* setting is a flag of `bidgate serve`;
+// promtool and shellcheck pass.
 //
-// Run: cd deploy/validate && go test ./...
+// Run: make test-deploy (it builds bidgate for the flag check). A test
+// whose tool or binary is missing skips, and fails when CI is set.
 package validate

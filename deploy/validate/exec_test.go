@@ -1,6 +1,8 @@
 package validate
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
 	"testing"
 )
@@ -16,19 +18,38 @@ func runHelp(t *testing.T, bin string) string {
 	return string(out)
 }
 
-// tool runs an optional external checker when it is installed; it reports
-// whether it ran.
-func tool(t *testing.T, name string, args ...string) bool {
+// missing ends t because something it needs from its environment is not
+// there: a skip on a developer's machine, a failure in CI (CI set), so that
+// a check whose tool CI lacks cannot pass by never running. It is the rule
+// of the main module's internal/testenv, copied: this module is separate so
+// that the main one does not carry its Kubernetes and compose dependencies,
+// and importing the main one back would tie the two modules' versions.
+func missing(t *testing.T, format string, args ...any) {
 	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		return false
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s (CI must provide it)", msg)
 	}
-	out, err := exec.Command(path, args...).CombinedOutput()
+	t.Skip(msg)
+}
+
+// need returns the path of program on PATH; without it, missing ends t.
+func need(t *testing.T, program, install string) string {
+	t.Helper()
+	path, err := exec.LookPath(program)
+	if err != nil {
+		missing(t, "%s is not on PATH (%s)", program, install)
+	}
+	return path
+}
+
+// tool runs an external checker, which the test needs.
+func tool(t *testing.T, name, install string, args ...string) {
+	t.Helper()
+	out, err := exec.Command(need(t, name, install), args...).CombinedOutput()
 	if err != nil {
 		t.Errorf("%s %v: %v\n%s", name, args, err, out)
 	} else {
 		t.Logf("%s %v: ok", name, args)
 	}
-	return true
 }

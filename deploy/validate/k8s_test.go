@@ -730,23 +730,3 @@ func TestNoSecretsCommitted(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
-// TestPrintRendered prints a kustomization's objects, for reading them
-// where kubectl is not at hand:
-//
-//	KUSTOMIZE_PRINT=../k8s/overlays/production go test -run TestPrintRendered -v
-func TestPrintRendered(t *testing.T) {
-	dir := os.Getenv("KUSTOMIZE_PRINT")
-	if dir == "" {
-		t.Skip("KUSTOMIZE_PRINT not set")
-	}
-	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	y, err := m.AsYaml()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Print(string(y))
-}

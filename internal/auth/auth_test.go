@@ -260,8 +260,12 @@ func writeFile(t *testing.T, path string, data []byte) {
 	}
 }
 
-// reloaded is what the file watcher logs once it holds a file's new keys.
-const reloaded = "JWKS file changed; keys reloaded"
+// What the file watcher logs once it holds a file's new keys, and when it
+// cannot read the file (it keeps the keys read before).
+const (
+	reloaded   = "JWKS file changed; keys reloaded"
+	unreadable = "reload the JWKS file failed; retrying"
+)
 
 // Key rotation with a JWKS file: old and new key, then the new alone. An
 // unreadable file keeps the keys read before.
@@ -295,7 +299,7 @@ func TestJWKSFileRotation(t *testing.T) {
 	}
 
 	writeFile(t, file, []byte("not a JWKS"))
-	log.Message(t, "JWKS file unreadable; keeping the keys read before", 5*time.Second)
+	log.Message(t, unreadable, 5*time.Second)
 	if _, err := v.Verify(newToken); err != nil {
 		t.Fatalf("the keys read before an unreadable file: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,8 @@ import (
 	"github.com/MicahParks/jwkset"
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
+
+	"bidgate/internal/retry"
 )
 
 // openKeySet returns the key lookup of cfg's one key source; changed is
@@ -39,9 +42,10 @@ func openKeySet(ctx context.Context, cfg Config, changed func()) (keys jwt.Keyfu
 			return nil, nil, fmt.Errorf("JWKS %s: %w", cfg.JWKSURL, err)
 		}
 		w := &storageWatch{k: k, changed: changed}
-		w.check(ctx)
-		go w.run(ctx, cmpDuration(cfg.FileCheck, 5*time.Second))
-		return k.Keyfunc, func() { w.check(ctx) }, nil
+		// A failed check changes nothing; run's checks log failures.
+		_ = w.check(ctx)
+		go w.run(ctx, cmpDuration(cfg.FileCheck, 5*time.Second), cfg.Log)
+		return k.Keyfunc, func() { _ = w.check(ctx) }, nil
 	case cfg.JWKSFile != "":
 		f := &fileKeySet{path: cfg.JWKSFile}
 		if err := f.load(); err != nil {
@@ -83,30 +87,30 @@ func (f *fileKeySet) load() error {
 	return nil
 }
 
+// watch reads the file again every interval until ctx ends. A file that
+// cannot be read or parsed (half written, say) keeps the keys read before.
 func (f *fileKeySet) watch(ctx context.Context, every time.Duration, cfg Config, changed func()) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	failing := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	loop := poll("reload the JWKS file", every, cfg.Log)
+	_ = loop.Run(ctx, func(context.Context) (bool, error) { // nil: no pass stops the loop
 		before := f.raw
 		if err := f.load(); err != nil {
-			if !failing {
-				cfg.Log.Warn("JWKS file unreadable; keeping the keys read before", "path", f.path, "err", err)
-			}
-			failing = true
-			continue
+			return false, fmt.Errorf("keeping the keys read before: %w", err)
 		}
-		failing = false
 		if !bytes.Equal(before, f.raw) {
 			changed()
 			cfg.Log.Info("JWKS file changed; keys reloaded", "path", f.path)
 		}
-	}
+		return false, nil
+	})
+}
+
+// poll is the loop of a key watcher: a check every interval; a failed one
+// is tried again after retry's back-off, short at first (a file caught half
+// written is soon whole) and never longer than every, and logged once per
+// streak.
+func poll(task string, every time.Duration, log *slog.Logger) retry.Loop {
+	return retry.Loop{Task: task, Interval: every, Log: log,
+		Backoff: retry.Backoff{Min: min(retry.DefaultMin, every), Max: every}}
 }
 
 func (f *fileKeySet) keyfunc(t *jwt.Token) (any, error) { return (*f.keys.Load()).Keyfunc(t) }
@@ -121,23 +125,17 @@ type storageWatch struct {
 	last []byte
 }
 
-func (w *storageWatch) run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			w.check(ctx)
-		}
-	}
+// run checks the fetched set every interval until ctx ends.
+func (w *storageWatch) run(ctx context.Context, every time.Duration, log *slog.Logger) {
+	loop := poll("read the fetched JWKS", every, log)
+	_ = loop.Run(ctx, func(ctx context.Context) (bool, error) { return false, w.check(ctx) }) // nil: no pass stops the loop
 }
 
-func (w *storageWatch) check(ctx context.Context) {
+// check calls changed when the set's keys differ from the last check's.
+func (w *storageWatch) check(ctx context.Context) error {
 	keys, err := w.k.Storage().KeyReadAll(ctx)
 	if err != nil {
-		return
+		return fmt.Errorf("read the keys of the fetched JWKS: %w", err)
 	}
 	var set jwkset.JWKSMarshal
 	for _, j := range keys {
@@ -145,7 +143,7 @@ func (w *storageWatch) check(ctx context.Context) {
 	}
 	now, err := json.Marshal(set)
 	if err != nil {
-		return
+		return fmt.Errorf("encode the keys of the fetched JWKS: %w", err)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -153,6 +151,7 @@ func (w *storageWatch) check(ctx context.Context) {
 		w.changed()
 	}
 	w.last = now
+	return nil
 }
 
 func cmpDuration(v, def time.Duration) time.Duration {

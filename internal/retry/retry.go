@@ -1,6 +1,7 @@
 // Package retry is the one back-off and loop that every background role of
 // bidgate runs on (the bid relay, the persister, the reconciler, the outbox
-// relay, the closer): a failing dependency is retried for ever with a
+// relay, the closer, the ring's join, the accept loop, the key reload, the
+// update subscriber): a failing dependency is retried for ever with a
 // growing, jittered wait, a wake-up never cuts a back-off short, and a
 // streak of failures is logged once, then at most every LogEvery.
 package retry
@@ -146,6 +147,10 @@ type Loop struct {
 // work is followed by the next at once; one that did not waits Interval or
 // a wake-up; one that failed waits its back-off, during which wake-ups are
 // ignored (they stay pending, so the pass after the back-off sees them).
+// A pass that failed but still reports more work (it did some: the
+// closer's cold batch while Redis is down) is counted and logged as a
+// failure and followed by the next at once, so the part that works is not
+// slowed by the part that fails; the back-off is not reset.
 //
 // A pass error that wraps ErrStop ends the loop: Run returns it (a test's
 // simulated crash, say). Run returns nil when ctx ends.
@@ -167,6 +172,9 @@ func (l *Loop) Run(ctx context.Context, pass func(ctx context.Context) (more boo
 				l.OnError(err)
 			}
 			streak.Fail(err)
+			if more {
+				continue
+			}
 			if !l.Backoff.Wait(ctx) {
 				return nil
 			}

@@ -1,16 +1,17 @@
 package kafka
 
 import (
-	"bidgate"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"bidgate"
+	"bidgate/internal/testenv"
 )
 
 func TestEmbeddedBrokerRoundTrip(t *testing.T) {
@@ -57,13 +58,7 @@ func TestEmbeddedBrokerRoundTrip(t *testing.T) {
 	}
 
 	// A third-party client reads the same topic.
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("kcat is not installed (CI installs it: apt-get install kcat)")
-		}
-		t.Skip("kcat not installed")
-	}
+	kcat := testenv.Need(t, "kcat")
 	out, err := exec.CommandContext(ctx, kcat, "-C", "-b", e.Addrs()[0], "-t", bidgate.TopicBidAccepted, "-e", "-q", "-f", "%s\n").Output()
 	if err != nil {
 		t.Fatalf("kcat: %v", err)
