@@ -60,10 +60,10 @@ func TestThreeNodesAgreeOnOwners(t *testing.T) {
 		if got := testutil.ToFloat64(n.metrics.changes.WithLabelValues(KindJoin)); got < 3 {
 			t.Errorf("%s: join changes = %v, want >= 3", n.Self().ID, got)
 		}
-		// The ring's four metrics, and nothing else, are on its registry.
+		// The ring's five metrics, and nothing else, are on its registry.
 		ours := 0
 		for _, name := range []string{"bidgate_ring_alive_members", "bidgate_ring_shard_members",
-			"bidgate_ring_changes_total", "bidgate_ring_panics_total"} {
+			"bidgate_ring_changes_total", "bidgate_ring_panics_total", "bidgate_ring_rejected_members_total"} {
 			c, err := testutil.GatherAndCount(n.reg, name)
 			if err != nil || c == 0 {
 				t.Errorf("%s: %d series of %s (%v)", n.Self().ID, c, name, err)

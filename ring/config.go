@@ -33,6 +33,15 @@ type Config struct {
 	Seeds         []string // host:port of members to join; empty starts a new cluster
 	SecretKey     []byte   // gossip encryption key (AES, 16, 24 or 32 bytes), nil for none
 
+	// ClusterSecret makes this node's join proof and checks the others':
+	// a member is on this node's ownership ring only once its gossiped
+	// metadata proves it holds the secret (see prover). Nil (development)
+	// admits every member unproven, and none is Verified.
+	ClusterSecret []byte
+	// ClusterSecretPrevious is also accepted from the others during a
+	// rotation of the secret; it never signs.
+	ClusterSecretPrevious []byte
+
 	InternalAddr string   // host:port of this node's internal HTTP endpoint, gossiped to the others
 	PublicAddr   string   // host:port of this node's public HTTP API, gossiped to the others
 	Roles        []string // roles this node runs; only "shard" puts it on the ownership ring
@@ -101,7 +110,7 @@ func (c Config) withAdvertised() Config {
 
 // Change is one membership change.
 type Change struct {
-	Kind   string // "join", "leave" or "update" (new metadata)
+	Kind   string // "join", "leave", "update" (new metadata) or "reject" (see Ring.Reject)
 	Member Member // the member as it is after the change
 }
 
@@ -110,6 +119,7 @@ const (
 	KindJoin   = "join"
 	KindLeave  = "leave"
 	KindUpdate = "update"
+	KindReject = "reject"
 )
 
 // Validate checks everything that would make memberlist or consistent
@@ -147,6 +157,9 @@ func (c Config) Validate() error {
 		if s == "" {
 			bad("Seeds has an empty address")
 		}
+	}
+	if len(c.ClusterSecretPrevious) > 0 && len(c.ClusterSecret) == 0 {
+		bad("ClusterSecretPrevious needs a ClusterSecret")
 	}
 	if c.SecretKey != nil {
 		if err := memberlist.ValidateKey(c.SecretKey); err != nil {

@@ -40,14 +40,16 @@ const (
 	evJoin eventKind = iota
 	evLeave
 	evUpdate
-	evSync // not from memberlist: closed once every earlier event is applied
+	evReject // not from memberlist: Ring.Reject
+	evSync   // not from memberlist: closed once every earlier event is applied
 )
 
 // event is one memberlist notification, copied out of memberlist's state.
 type event struct {
-	kind eventKind
-	node memberlist.Node
-	done chan struct{} // evSync only
+	kind   eventKind
+	node   memberlist.Node
+	reason string        // evReject only
+	done   chan struct{} // evSync only
 }
 
 // queue hands events from memberlist to the ring's goroutine. It is

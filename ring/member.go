@@ -14,6 +14,10 @@ const (
 	StateAlive = "alive"
 	StateDead  = "dead" // failed: stopped answering probes
 	StateLeft  = "left" // called Leave
+	// StateRejected is alive but refused by this node: it did not prove
+	// the cluster secret, or its answer to a forwarded bid was not signed
+	// with it. It owns nothing here and is sent no bids.
+	StateRejected = "rejected"
 )
 
 // Roles a member can have. Only RoleShard members are on the ownership ring;
@@ -35,7 +39,11 @@ type Member struct {
 	PublicAddr   string   // host:port of its public HTTP API
 	Roles        []string // e.g. gateway, shard, persister, closer, relay
 	Birth        int64    // unix nanos when the process joined
-	State        string   // "alive", "dead" or "left"
+	State        string   // "alive", "dead", "left" or "rejected"
+	// Verified says the member proved the cluster secret to this node (its
+	// join proof checked out, and it is not rejected since). Always false
+	// on a ring without a ClusterSecret.
+	Verified bool
 }
 
 // HasRole reports whether m runs role.
@@ -53,6 +61,7 @@ type meta struct {
 	Roles        []string `json:"roles,omitempty"`
 	Birth        int64    `json:"birth"`
 	Leaving      bool     `json:"leaving,omitempty"` // set by Leave just before the leave broadcast
+	Proof        string   `json:"proof,omitempty"`   // join proof over the node's name and the fields above (see prover)
 }
 
 // encode returns the metadata bytes, or an error if they would not fit.
@@ -71,13 +80,19 @@ func (md meta) encode() ([]byte, error) {
 // decode (a foreign or newer node) yields a member named after the node
 // with no roles: listed, never an owner. The error says why.
 func memberOf(n *memberlist.Node, state string) (Member, bool, error) {
+	m, md, err := decodeMember(n, state)
+	return m, md.Leaving, err
+}
+
+// decodeMember is memberOf that also returns the decoded metadata.
+func decodeMember(n *memberlist.Node, state string) (Member, meta, error) {
 	var md meta
 	err := json.Unmarshal(n.Meta, &md)
 	if err == nil && md.ID == "" {
 		err = fmt.Errorf("no id")
 	}
 	if err != nil {
-		return Member{Name: n.Name, ID: n.Name, State: state}, false, fmt.Errorf("ring: node %s (%s): bad metadata: %v", n.Name, n.Address(), err)
+		return Member{Name: n.Name, ID: n.Name, State: state}, meta{}, fmt.Errorf("ring: node %s (%s): bad metadata: %v", n.Name, n.Address(), err)
 	}
 	return Member{
 		Name:         n.Name,
@@ -87,5 +102,9 @@ func memberOf(n *memberlist.Node, state string) (Member, bool, error) {
 		Roles:        slices.Clip(md.Roles),
 		Birth:        md.Birth,
 		State:        state,
-	}, md.Leaving, nil
+	}, md, nil
 }
+
+// present reports whether a member in state is in the cluster (alive,
+// whether this node admits it or not), as opposed to gone.
+func present(state string) bool { return state == StateAlive || state == StateRejected }

@@ -13,6 +13,7 @@ type metrics struct {
 	shards  prometheus.Gauge
 	changes *prometheus.CounterVec
 	panics  prometheus.Counter
+	reject  *prometheus.CounterVec
 
 	reg prometheus.Registerer
 }
@@ -45,6 +46,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "bidgate_ring_panics_total",
 			Help: "Panics recovered while applying a membership change (the previous owner table stayed in force).",
 		}),
+		reject: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "bidgate_ring_rejected_members_total",
+			Help: "Members this node refused on its ownership ring, by reason: proof (their gossiped join proof is missing or not made with the cluster secret) or answer (their answer to a forwarded bid did not verify).",
+		}, []string{"reason"}),
 	}
 	if r != nil {
 		if err := r.err; err != nil {
@@ -59,6 +64,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	for _, k := range []string{KindJoin, KindLeave, KindUpdate} {
 		m.changes.WithLabelValues(k)
+	}
+	m.changes.WithLabelValues(KindReject)
+	for _, reason := range []string{rejectProof, rejectAnswer} {
+		m.reject.WithLabelValues(reason)
 	}
 	return m, nil
 }
@@ -104,7 +113,7 @@ func (m *metrics) unregister() {
 	if m.reg == nil {
 		return
 	}
-	for _, c := range []prometheus.Collector{m.alive, m.shards, m.changes, m.panics} {
+	for _, c := range []prometheus.Collector{m.alive, m.shards, m.changes, m.panics, m.reject} {
 		m.reg.Unregister(c)
 	}
 	m.reg = nil

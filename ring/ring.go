@@ -45,6 +45,7 @@ type Ring struct {
 	self   Member // this node as it advertised itself at Join
 	addr   string
 	log    *slog.Logger
+	proofs prover
 
 	ml      *memberlist.Memberlist
 	del     *delegate
@@ -82,12 +83,15 @@ func Join(ctx context.Context, cfg Config, reg prometheus.Registerer) (*Ring, er
 		Roles:        slices.Clone(cfg.Roles),
 		Birth:        time.Now().UnixNano(),
 	}
+	proofs := newProver(cfg.ClusterSecret, cfg.ClusterSecretPrevious)
+	md.Proof = proofs.prove(name, md)
 	b, err := md.encode()
 	if err != nil {
 		return nil, err
 	}
 	leavingMeta := md
 	leavingMeta.Leaving = true
+	leavingMeta.Proof = proofs.prove(name, leavingMeta)
 	if _, err := leavingMeta.encode(); err != nil {
 		return nil, err // Leave re-advertises with the flag: it must fit too
 	}
@@ -101,6 +105,7 @@ func Join(ctx context.Context, cfg Config, reg prometheus.Registerer) (*Ring, er
 		params:   ringParams{partitions: cfg.PartitionCount, replication: cfg.ReplicationFactor, load: cfg.Load},
 		name:     name,
 		log:      cfg.Log,
+		proofs:   proofs,
 		del:      &delegate{},
 		q:        newQueue(),
 		metrics:  m,
@@ -109,7 +114,7 @@ func Join(ctx context.Context, cfg Config, reg prometheus.Registerer) (*Ring, er
 		done:     make(chan struct{}),
 	}
 	r.self = Member{Name: name, ID: md.ID, InternalAddr: md.InternalAddr, PublicAddr: md.PublicAddr,
-		Roles: slices.Clip(md.Roles), Birth: md.Birth, State: StateAlive}
+		Roles: slices.Clip(md.Roles), Birth: md.Birth, State: StateAlive, Verified: proofs.enabled()}
 	r.del.setMeta(b)
 	r.snap.Store(&snapshot{self: r.self, own: &ownership{partitions: uint64(cfg.PartitionCount)}})
 
@@ -225,6 +230,22 @@ func (r *Ring) Members() []Member {
 	return slices.Clone(r.snap.Load().members)
 }
 
+// Reject takes the member named name off this node's ring at once, for
+// rejectFor: the forwarder calls it when the member's answer to a forwarded
+// bid does not verify, so that the following bids go to the next owner
+// straight away instead of to a node that cannot prove it holds the cluster
+// secret. reason is logged (it must hold no secret). The rejection is
+// counted in bidgate_ring_rejected_members_total{reason="answer"} and shown
+// as state "rejected" in Members. It returns at once: the owner table
+// without the member is published by the ring's goroutine, typically
+// within a millisecond. This node itself is never rejected.
+func (r *Ring) Reject(name, reason string) {
+	if name == r.name {
+		return
+	}
+	r.q.push(event{kind: evReject, node: memberlist.Node{Name: name}, reason: reason})
+}
+
 // Addr returns the host:port this node gossips on, for the others' Seeds.
 func (r *Ring) Addr() string { return r.addr }
 
@@ -275,6 +296,7 @@ func (r *Ring) Shutdown() error {
 func (r *Ring) leavingMeta() ([]byte, error) {
 	md := meta{ID: r.self.ID, InternalAddr: r.self.InternalAddr, PublicAddr: r.self.PublicAddr,
 		Roles: r.self.Roles, Birth: r.self.Birth, Leaving: true}
+	md.Proof = r.proofs.prove(r.name, md)
 	return md.encode()
 }
 
