@@ -13,6 +13,9 @@ type Cluster interface {
 	Owners(auctionID int64, n int) []ring.Member
 	Self() ring.Member
 	Members() []ring.Member
+	// Reject takes the member named name off this node's ring: its answer
+	// to a forwarded bid did not verify. reason is logged.
+	Reject(name, reason string)
 }
 
 // errNoShards: no node of the cluster decides bids.

@@ -100,7 +100,8 @@ func startNode(t testing.TB, id string, db *pgxpool.Pool, rdb redis.UniversalCli
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	seen := &changes{}
 	r, err := ring.Join(ctx, ring.Config{NodeID: id, Seeds: seeds, InternalAddr: inner.Addr().String(),
-		PublicAddr: public.Addr().String(), Roles: []string{"gateway", "shard"}, Log: log, OnChange: seen.seen}, prometheus.NewRegistry())
+		PublicAddr: public.Addr().String(), Roles: []string{"gateway", "shard"}, Log: log, OnChange: seen.seen,
+		ClusterSecret: clusterSecret}, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

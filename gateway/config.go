@@ -46,10 +46,12 @@ type Config struct {
 	NodeID string
 	// Cluster, when set, places auctions on nodes: a bid for an auction
 	// another node owns is forwarded to that node's internal endpoint,
-	// signed with ClusterSecret.
-	Cluster        Cluster
-	ClusterSecret  []byte
-	ForwardTimeout time.Duration // budget of one forwarded bid's round trip
+	// signed with ClusterSecret. ClusterSecretPrevious, during a rotation,
+	// is accepted too (forwarded bids and answers), never used to sign.
+	Cluster               Cluster
+	ClusterSecret         []byte
+	ClusterSecretPrevious []byte
+	ForwardTimeout        time.Duration // budget of one forwarded bid's round trip
 
 	// Viewers, when set, serves WS /ws/auctions/{id} on every node.
 	Viewers Viewers

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"net"
 	"strconv"
 	"time"
 
@@ -52,7 +53,7 @@ func newForwarder(cluster Cluster, signer *signer, timeout time.Duration, reg pr
 		},
 		forwarded: metric.NewCounterVec(prometheus.CounterOpts{
 			Name: "bidgate_forwarded_total",
-			Help: "Bids forwarded to their owner, by result (ok, next_owner, failed).",
+			Help: "Bids forwarded to their owner, by result (ok, next_owner, owner_slow, failed).",
 		}, []string{"result"}),
 		latency: metric.NewHistogram(prometheus.HistogramOpts{
 			Name:    "bidgate_forward_duration_seconds",
@@ -65,17 +66,32 @@ func newForwarder(cluster Cluster, signer *signer, timeout time.Duration, reg pr
 var (
 	// errBadAnswer: the owner's answer does not carry a valid signature.
 	errBadAnswer = errors.New("forwarded bid: the answer is not signed with the cluster secret")
-	// errOwnerUnavailable: neither the owner nor the next in line answered.
+	// errOwnerUnavailable: neither the owner nor the next in line took the
+	// bid (no connection, or the connection dropped).
 	errOwnerUnavailable = refuse(fasthttp.StatusServiceUnavailable, "owner_unavailable",
 		"the node that owns this auction cannot be reached; retry with the same Idempotency-Key")
+	// errOwnerSlow: the owner took the bid but did not answer in time. It
+	// may have decided it, or still be deciding: a retry with the same key
+	// gets that outcome, never a second bid.
+	errOwnerSlow = refuse(fasthttp.StatusServiceUnavailable, "owner_slow",
+		"the node that owns this auction received the bid but did not answer in time; the bid may have been decided: retry with the same Idempotency-Key to get its outcome")
 )
 
 // forward sends the bid to its owner when that is another node and copies
 // the owner's answer into ctx. It reports whether the bid was forwarded:
 // not when this node should serve it itself (it owns the auction, or the
-// owner is unreachable and this node is next in line). A bid that neither
-// owner answered was forwarded all the same, with errOwnerUnavailable: this
-// node does not decide it.
+// owner is unreachable and this node is next in line). A bid that no owner
+// answered was forwarded all the same, with errOwnerUnavailable or
+// errOwnerSlow: this node does not decide it.
+//
+// The owners are tried in ring order, and only members that proved the
+// cluster secret are sent anything (the ring admits no other, this is the
+// second lock). An owner whose answer does not verify is rejected from the
+// ring at once, so the next bids do not go to it, and the next owner is
+// tried. An owner that is gone (no connection, connection dropped) is
+// passed over for the next; one that took the bid and is slow is not: the
+// next owner would wait on the same stores, and the client is told the bid
+// may be decided.
 func (f *forwarder) forward(ctx *fasthttp.RequestCtx, auctionID, bidder int64) (bool, error) {
 	self := f.cluster.Self().Name
 	owners := f.cluster.Owners(auctionID, 2)
@@ -86,17 +102,39 @@ func (f *forwarder) forward(ctx *fasthttp.RequestCtx, auctionID, bidder int64) (
 		if m.Name == self {
 			return false, nil
 		}
-		if err := f.send(ctx, m, bidder); err == nil {
+		if !m.Verified {
+			continue
+		}
+		err := f.send(ctx, m, bidder)
+		switch {
+		case err == nil:
 			if i > 0 {
 				f.forwarded.WithLabelValues("next_owner").Inc()
 			} else {
 				f.forwarded.WithLabelValues("ok").Inc()
 			}
 			return true, nil
+		case errors.Is(err, errBadAnswer):
+			f.cluster.Reject(m.Name, "its answer to a forwarded bid is not signed with the cluster secret")
+		case slow(err):
+			f.forwarded.WithLabelValues("owner_slow").Inc()
+			return true, errOwnerSlow
 		}
 	}
 	f.forwarded.WithLabelValues("failed").Inc()
 	return true, errOwnerUnavailable
+}
+
+// slow reports whether err says the owner took the request and did not
+// answer in time, as opposed to a connection that could not be made (the
+// request never left) or was dropped.
+func slow(err error) bool {
+	var op *net.OpError
+	if errors.Is(err, fasthttp.ErrDialTimeout) || errors.As(err, &op) && op.Op == "dial" {
+		return false
+	}
+	var timeout interface{ Timeout() bool }
+	return errors.Is(err, fasthttp.ErrTimeout) || errors.As(err, &timeout) && timeout.Timeout()
 }
 
 func (f *forwarder) send(ctx *fasthttp.RequestCtx, to ring.Member, bidder int64) error {

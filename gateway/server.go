@@ -49,7 +49,7 @@ type Server struct {
 func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *prometheus.Registry, log *slog.Logger) *Server {
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, auctions: auctions, ready: ready, log: log, metrics: newMetrics(reg),
-		authFailures: newFailureLimiter(cfg.AuthFailureRate, cfg.AuthFailureBurst), signer: newSigner(cfg.ClusterSecret)}
+		authFailures: newFailureLimiter(cfg.AuthFailureRate, cfg.AuthFailureBurst), signer: newSigner(cfg.ClusterSecret, cfg.ClusterSecretPrevious)}
 	if cfg.Cluster != nil {
 		s.forwarder = newForwarder(cfg.Cluster, s.signer, cfg.ForwardTimeout, reg)
 	}

@@ -22,17 +22,44 @@ const signatureWindow = 10 * time.Second
 // forwarded bid is signed (its method, path, key, time, nonce, subject and
 // body) and accepted once, within the window; the owner's answer is signed
 // over the request's signature, its status and its body, so a forwarding
-// node only relays an answer a member made for that request.
+// node only relays an answer a member made for that request. During a
+// rotation of the secret two are accepted: the first signs, either
+// verifies.
 type signer struct {
-	secret []byte
+	secrets [][]byte // the cluster secret, then the previous one if any
 
 	mu        sync.Mutex
 	seen      map[string]time.Time // nonces accepted, until they leave the window
 	lastSweep time.Time            // when seen was last swept of nonces out of the window
 }
 
-func newSigner(secret []byte) *signer {
-	return &signer{secret: secret, seen: map[string]time.Time{}}
+func newSigner(secret, previous []byte) *signer {
+	s := &signer{seen: map[string]time.Time{}}
+	for _, k := range [][]byte{secret, previous} {
+		if len(k) > 0 {
+			s.secrets = append(s.secrets, k)
+		}
+	}
+	return s
+}
+
+// signing is the secret that signs: the first, or none.
+func (s *signer) signing() []byte {
+	if len(s.secrets) == 0 {
+		return nil
+	}
+	return s.secrets[0]
+}
+
+// verifies reports whether got is the signature of parts under one of the
+// secrets. Without a secret nothing verifies.
+func (s *signer) verifies(got []byte, parts ...any) bool {
+	ok := false
+	for _, k := range s.secrets {
+		// Every secret is tried, so the time taken does not say which one matched.
+		ok = hmac.Equal([]byte(sign(k, parts...)), got) || ok
+	}
+	return ok
 }
 
 // signRequest signs req for subject and returns the signature.
@@ -44,7 +71,7 @@ func (s *signer) signRequest(req *fasthttp.Request, subject string) string {
 	req.Header.Set(headerTimestamp, ts)
 	req.Header.Set(headerNonce, n)
 	req.Header.Set(headerSubject, subject)
-	sig := sign(s.secret, string(req.Header.Method()), string(req.URI().Path()),
+	sig := sign(s.signing(), string(req.Header.Method()), string(req.URI().Path()),
 		string(req.Header.Peek("Idempotency-Key")), ts, n, subject, req.Body())
 	req.Header.Set(headerSignature, sig)
 	return sig
@@ -62,12 +89,11 @@ func (s *signer) verifyRequest(ctx *fasthttp.RequestCtx) error {
 	h := &ctx.Request.Header
 	ts, nonce := string(h.Peek(headerTimestamp)), string(h.Peek(headerNonce))
 	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || len(s.secret) == 0 || len(nonce) != 32 {
+	if err != nil || len(nonce) != 32 {
 		return errUnsigned
 	}
-	want := sign(s.secret, string(ctx.Method()), string(ctx.Path()), string(h.Peek("Idempotency-Key")), ts, nonce,
-		string(h.Peek(headerSubject)), ctx.PostBody())
-	if !hmac.Equal([]byte(want), h.Peek(headerSignature)) {
+	if !s.verifies(h.Peek(headerSignature), string(ctx.Method()), string(ctx.Path()), string(h.Peek("Idempotency-Key")), ts, nonce,
+		string(h.Peek(headerSubject)), ctx.PostBody()) {
 		return errUnsigned
 	}
 	now := time.Now()
@@ -95,13 +121,12 @@ func (s *signer) verifyRequest(ctx *fasthttp.RequestCtx) error {
 
 // signAnswer signs the owner's answer to the request signed reqSig.
 func (s *signer) signAnswer(reqSig string, resp *fasthttp.Response) {
-	resp.Header.Set(headerAnswerSig, sign(s.secret, reqSig, strconv.Itoa(resp.StatusCode()), resp.Body()))
+	resp.Header.Set(headerAnswerSig, sign(s.signing(), reqSig, strconv.Itoa(resp.StatusCode()), resp.Body()))
 }
 
 // verifyAnswer checks the owner's answer to the request signed reqSig.
 func (s *signer) verifyAnswer(reqSig string, resp *fasthttp.Response) bool {
-	want := sign(s.secret, reqSig, strconv.Itoa(resp.StatusCode()), resp.Body())
-	return len(s.secret) > 0 && hmac.Equal([]byte(want), resp.Header.Peek(headerAnswerSig))
+	return s.verifies(resp.Header.Peek(headerAnswerSig), reqSig, strconv.Itoa(resp.StatusCode()), resp.Body())
 }
 
 // sign is the hex HMAC-SHA256, under the cluster secret, of parts each

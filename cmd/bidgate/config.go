@@ -69,7 +69,8 @@ type clusterConfig struct {
 	GossipAdvertise   string
 	Seeds             string // comma-separated gossip addresses of members to join
 	Key               string // gossip key, hex
-	Secret            string // signs forwarded bids and Kafka messages
+	Secret            string // signs forwarded bids, join proofs and Kafka messages
+	SecretPrevious    string // also accepted from other nodes during a rotation of Secret
 	Insecure          bool   // development: run without Key and Secret
 }
 
@@ -166,6 +167,7 @@ func (cl *clusterConfig) register(fs *settings.FlagSet) {
 	fs.StringVar(&cl.Seeds, "seeds", "", "gossip addresses (host:port, comma-separated) of cluster members to join; empty starts a new cluster")
 	fs.StringVar(&cl.Key, "cluster-key", "", "gossip encryption and authentication key, hex (16, 24 or 32 bytes), the same on every node; required unless --insecure-cluster")
 	fs.StringVar(&cl.Secret, "cluster-secret", "", "secret (at least 16 bytes) that signs forwarded bids and Kafka messages, the same on every node; required unless --insecure-cluster")
+	fs.StringVar(&cl.SecretPrevious, "cluster-secret-previous", "", "during a rotation of --cluster-secret: a second secret also accepted in the other nodes' join proofs and forwarded bids, never used to sign (deploy/README.md, rotating the cluster secret)")
 	fs.BoolVar(&cl.Insecure, "insecure-cluster", false, "development only: gossip in clear and sign nothing when no --cluster-key / --cluster-secret is given (warned at every start)")
 }
 
@@ -264,6 +266,9 @@ func (cl *clusterConfig) check() error {
 	}
 	if cl.Secret != "" && len(cl.Secret) < 16 {
 		return errors.New("--cluster-secret must be at least 16 bytes (openssl rand -hex 32)")
+	}
+	if cl.SecretPrevious != "" && (cl.Secret == "" || len(cl.SecretPrevious) < 16) {
+		return errors.New("--cluster-secret-previous needs --cluster-secret and must be at least 16 bytes")
 	}
 	switch {
 	case cl.Insecure && cl.Seeds != "" && cl.Secret == "":

@@ -123,6 +123,9 @@ func TestConfigClusterCredentials(t *testing.T) {
 		{"key not hex", []string{"--cluster-key", "zz", "--cluster-secret", clusterArgs[3]}, "--cluster-key must be"},
 		{"key of 10 bytes", []string{"--cluster-key", "00112233445566778899", "--cluster-secret", clusterArgs[3]}, "--cluster-key must be"},
 		{"short secret", []string{"--cluster-key", clusterArgs[1], "--cluster-secret", "short"}, "at least 16 bytes"},
+		{"rotating", append(slices.Clone(clusterArgs), "--cluster-secret-previous", "the previous cluster secret"), ""},
+		{"short previous secret", append(slices.Clone(clusterArgs), "--cluster-secret-previous", "short"), "--cluster-secret-previous"},
+		{"previous secret alone", []string{"--insecure-cluster", "--cluster-secret-previous", "the previous cluster secret"}, "--cluster-secret-previous needs"},
 		{"insecure", []string{"--insecure-cluster"}, ""},
 		{"insecure joining without a secret", []string{"--insecure-cluster", "--seeds", "127.0.0.1:7946"}, "required to join a cluster"},
 	}

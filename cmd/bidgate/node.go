@@ -124,10 +124,14 @@ func (n *node) joinRing(ctx context.Context, publicPort, internalPort int) (*rin
 		AdvertiseAddr: cl.GossipAdvertise,
 		Seeds:         seeds,
 		SecretKey:     key,
-		InternalAddr:  internalAddr,
-		PublicAddr:    net.JoinHostPort(host, strconv.Itoa(publicPort)),
-		Roles:         strings.Split(n.cfg.Roles.String(), ","),
-		Log:           n.log,
+		// Members prove the cluster secret in their metadata before
+		// they own auctions or receive forwarded bids.
+		ClusterSecret:         []byte(cl.Secret),
+		ClusterSecretPrevious: []byte(cl.SecretPrevious),
+		InternalAddr:          internalAddr,
+		PublicAddr:            net.JoinHostPort(host, strconv.Itoa(publicPort)),
+		Roles:                 strings.Split(n.cfg.Roles.String(), ","),
+		Log:                   n.log,
 	}, n.reg)
 }
 
@@ -223,7 +227,8 @@ func (n *node) newServer(roles *background, members *ring.Ring, relay *persist.R
 	}
 	gw := gateway.Config{RequestTimeout: n.cfg.HTTP.RequestTimeout, OpsOnly: !n.cfg.Roles[roleGateway],
 		MaxConns: n.cfg.HTTP.MaxConns, MaxConnsPerIP: n.cfg.HTTP.MaxConnsPerIP,
-		NodeID: n.cfg.Cluster.NodeID, Cluster: members, ClusterSecret: []byte(n.cfg.Cluster.Secret)}
+		NodeID: n.cfg.Cluster.NodeID, Cluster: members, ClusterSecret: []byte(n.cfg.Cluster.Secret),
+		ClusterSecretPrevious: []byte(n.cfg.Cluster.SecretPrevious)}
 	if n.cfg.Roles[roleGateway] {
 		if err := n.startGateway(roles, &gw, auctions); err != nil {
 			return nil, err
