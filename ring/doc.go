@@ -25,6 +25,18 @@
 // the bid path. A panic while applying an event or rebuilding is recovered,
 // logged and counted; the previous owner table stays in force.
 //
+// # Trust
+//
+// The gossip key (Config.SecretKey) keeps out processes that do not hold
+// it, but a process that does can gossip anything. So a member is on this
+// node's ring only once the join proof in its metadata verifies under the
+// cluster secret (Config.ClusterSecret, or ClusterSecretPrevious during a
+// rotation): an HMAC over its incarnation name, id, addresses, roles, birth
+// and leaving flag (see prover). A member whose proof is missing or wrong is
+// listed with state "rejected", owns nothing here, and is counted and
+// logged once; so is a member the forwarder rejects (Ring.Reject) because
+// its answer to a forwarded bid did not verify, for rejectFor.
+//
 // # Node names
 //
 // Each process incarnation gossips under a fresh name, "<NodeID>-<random
