@@ -28,7 +28,8 @@ type config struct {
 	Postgres settings.Postgres
 	Redis    settings.Redis
 	Kafka    settings.Kafka
-	Migrate  bool // apply the migrations at start-up
+	Events   settings.Events // signs and verifies the Kafka messages
+	Migrate  bool            // apply the migrations at start-up
 
 	HTTP    httpConfig
 	Roles   roleSet
@@ -99,6 +100,7 @@ func (c *config) registerServe(fs *settings.FlagSet) {
 	fs.BoolVar(&c.Migrate, "migrate", true, "apply database migrations at start-up")
 	c.Redis.Register(fs)
 	c.Kafka.Register(fs)
+	c.Events.Register(fs)
 	c.registerShard(fs)
 	c.registerFanout(fs)
 	c.HTTP.register(fs)
@@ -187,6 +189,9 @@ func (c *config) check() error {
 	if err := c.Cluster.check(); err != nil {
 		return err
 	}
+	if err := c.checkEvents(); err != nil {
+		return err
+	}
 	if c.HTTP.MaxConns < 1 || c.HTTP.MaxConnsPerIP < 1 {
 		return errors.New("--max-conns and --max-conns-per-ip must be positive")
 	}
@@ -195,6 +200,23 @@ func (c *config) check() error {
 		c.Fanout.CheckOrigin = func(origin string) bool { return slices.Contains(allowed, origin) }
 	}
 	return c.checkAuth()
+}
+
+// checkEvents makes sure a node that produces Kafka messages signs them and
+// one that persists them verifies them: the relay role needs
+// --event-signing-key, the persister role it or --event-verify-keys.
+// --insecure-cluster lifts both (nothing signed, nothing checked).
+func (c *config) checkEvents() error {
+	e := c.Events
+	switch {
+	case c.Cluster.Insecure:
+		return nil
+	case c.Roles[roleRelay] && e.SigningKey == "":
+		return errors.New("the relay role needs --event-signing-key (or BIDGATE_EVENT_SIGNING_KEY), the same on every node: it signs the Kafka messages; openssl rand -base64 32 makes one. --insecure-cluster runs without it (development only)")
+	case c.Roles[rolePersister] && e.SigningKey == "" && e.VerifyKeys == "":
+		return errors.New("the persister role needs --event-verify-keys (or --event-signing-key) to check the Kafka messages. --insecure-cluster runs without (development only)")
+	}
+	return nil
 }
 
 // sizeForDescriptors bounds connections and viewers below the process's
