@@ -19,6 +19,7 @@ run: db check-redis build
 ## run-one: a single node on :8080 with every role
 run-one: db check-redis build
 	BIDGATE_CLUSTER_KEY=$$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n') BIDGATE_CLUSTER_SECRET=$$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n') \
+	  BIDGATE_EVENT_SIGNING_KEY=$$(head -c32 /dev/urandom | base64) \
 	  bin/bidgate serve --dev-key .bidgate/dev-key.pem
 
 ## build: compile bin/bidgate

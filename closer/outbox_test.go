@@ -4,6 +4,7 @@ import (
 	"bidgate"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"strconv"
 	"sync"
@@ -126,8 +127,16 @@ func TestOutboxRelayToKafka(t *testing.T) {
 	w := pkafka.NewWriter(broker.Addrs(), bidgate.TopicAuctionClosed, pkafka.Security{})
 	defer w.Close()
 	reg := prometheus.NewRegistry()
-	secret := []byte("cluster secret of the test")
-	relay := persist.NewOutboxRelay(e.db, w, persist.OutboxConfig{BatchSize: 40, Secret: secret}, reg)
+	seed := base64.StdEncoding.EncodeToString([]byte("the relays' event-signing key!!!"))
+	signer, err := pkafka.ParseSigningKey(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifier, err := pkafka.NewVerifier(signer.Public()) // what a consumer holds
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay := persist.NewOutboxRelay(e.db, w, persist.OutboxConfig{BatchSize: 40, Signer: signer}, reg)
 	var batches []int
 	for {
 		published, err := relay.PublishPending(ctx)
@@ -150,10 +159,10 @@ func TestOutboxRelayToKafka(t *testing.T) {
 	}
 	msgs := readTopic(t, broker.Addrs(), n)
 	for _, m := range msgs {
-		if !pkafka.Verify(secret, m) {
+		if !verifier.Verify(m) {
 			t.Fatalf("event of auction %s: no valid signature (headers %v)", m.Key, m.Headers)
 		}
-		if forged := (kafka.Message{Topic: m.Topic, Key: m.Key, Value: append(m.Value, ' '), Headers: m.Headers}); pkafka.Verify(secret, forged) {
+		if forged := (kafka.Message{Topic: m.Topic, Key: m.Key, Value: append(m.Value, ' '), Headers: m.Headers}); verifier.Verify(forged) {
 			t.Fatal("a changed event verifies")
 		}
 	}

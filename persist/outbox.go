@@ -27,10 +27,10 @@ type OutboxConfig struct {
 	PollInterval time.Duration // longest wait for a notification before polling anyway
 	MinBackoff   time.Duration // first wait after a failure; zero: retry.Backoff's
 	MaxBackoff   time.Duration // cap of the doubling waits; zero: retry.Backoff's
-	// Secret signs every event (the cluster secret), so a consumer that
-	// holds it can tell bidgate's events from forged ones. Empty signs
-	// nothing.
-	Secret []byte
+	// Signer signs every event with the event-signing key, so that a
+	// consumer holding the public key tells bidgate's events from forged
+	// ones (and cannot forge them). Nil signs nothing.
+	Signer *pkafka.Signer
 	Log    *slog.Logger
 }
 
@@ -109,7 +109,7 @@ func (r *OutboxRelay) PublishPending(ctx context.Context) (int, error) {
 		for i, e := range events {
 			ids[i] = e.ID
 			msgs[i] = kafka.Message{Key: []byte(strconv.FormatInt(e.AggregateID, 10)), Value: e.Payload}
-			pkafka.Sign(r.cfg.Secret, &msgs[i], r.cfg.Topic)
+			r.cfg.Signer.Sign(&msgs[i], r.cfg.Topic)
 		}
 		if err := r.w.WriteMessages(ctx, msgs...); err != nil {
 			kafkaFailed = true

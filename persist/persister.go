@@ -38,10 +38,11 @@ type Reader interface {
 type PersisterConfig struct {
 	MaxBatch int           // messages per transaction
 	MaxWait  time.Duration // how long a batch waits to fill after its first message
-	// Secret verifies every message's signature (the cluster secret); a
-	// message that fails is dropped and counted. Empty verifies nothing.
-	Secret []byte
-	Log    *slog.Logger
+	// Verifier checks every message's signature against the event-verifying
+	// keys; a message that fails is dropped and counted. Nil verifies
+	// nothing (an insecure cluster).
+	Verifier *pkafka.Verifier
+	Log      *slog.Logger
 }
 
 // DefaultPersisterConfig is the one statement of the persister's defaults:
@@ -67,16 +68,19 @@ func (c PersisterConfig) withDefaults() PersisterConfig {
 // Several persisters in one consumer group share the partitions.
 //
 // Kafka is a transport here, never the record: what a broker loses, the
-// Reconciler finds missing and writes from the Redis log.
+// Reconciler finds missing and writes from the Redis log, and what a
+// message says is written only when the Redis log says the same
+// (checkAgainstLog), so a validly signed message cannot replace a bid.
+// While Redis does not answer, batches wait.
 type Persister struct {
 	db      *pgxpool.Pool
 	rdb     *redisstore.Store
 	r       Reader
 	cfg     PersisterConfig
 	metrics *persisterMetrics
-	// rejectLog logs dropped messages at most every 10 s: a flood of forged
-	// messages must not become a flood of log lines.
-	rejectLog rate.Sometimes
+	// rejectLog and conflictLog log dropped messages at most every 10 s
+	// each: a flood of forged messages must not become a flood of log lines.
+	rejectLog, conflictLog rate.Sometimes
 
 	// afterInsert, when set (tests), runs after the transaction committed
 	// and before the offsets are; an error stops Run there.
@@ -87,7 +91,7 @@ type Persister struct {
 func NewPersister(db *pgxpool.Pool, rdb redis.UniversalClient, r Reader, cfg PersisterConfig, reg prometheus.Registerer) *Persister {
 	cfg = cfg.withDefaults()
 	return &Persister{db: db, rdb: redisstore.New(rdb), r: r, cfg: cfg, metrics: newPersisterMetrics(reg),
-		rejectLog: rate.Sometimes{Interval: 10 * time.Second}}
+		rejectLog: rate.Sometimes{Interval: 10 * time.Second}, conflictLog: rate.Sometimes{Interval: 10 * time.Second}}
 }
 
 // Run persists batches until ctx ends, and returns nil then. Nothing stops
@@ -107,7 +111,6 @@ func (p *Persister) Run(ctx context.Context) error {
 			pending = msgs
 		}
 		if err := p.persist(ctx, pending); err != nil {
-			p.metrics.errors.WithLabelValues("postgres").Inc()
 			return false, fmt.Errorf("persist %d bids: %w", len(pending), err)
 		}
 		if p.afterInsert != nil {
@@ -155,11 +158,11 @@ func (p *Persister) fetch(ctx context.Context) ([]kafka.Message, error) {
 // from there, the reconciler trims the log up to there).
 func (p *Persister) persist(ctx context.Context, msgs []kafka.Message) error {
 	start := time.Now()
-	bids := make([]bidgate.BidAccepted, 0, len(msgs))
+	checked := make([]message, 0, len(msgs))
 	for _, m := range msgs {
 		// A message no bidgate relay wrote is skipped, loudly, rather than
 		// written or left to block the partition for ever.
-		if !pkafka.Verify(p.cfg.Secret, m) {
+		if !p.cfg.Verifier.Verify(m) {
 			p.reject("signature", m, errors.New("bad or missing signature"))
 			continue
 		}
@@ -175,17 +178,22 @@ func (p *Persister) persist(ctx context.Context, msgs []kafka.Message) error {
 			p.reject("malformed", m, err)
 			continue
 		}
-		bids = append(bids, b)
+		checked = append(checked, message{bid: b, m: m})
+	}
+	bids, err := p.checkAgainstLog(ctx, checked)
+	if err != nil {
+		return fmt.Errorf("check bids against the Redis log: %w", err)
 	}
 	if len(bids) == 0 {
 		return nil
 	}
 	var positions map[int64]int64
-	err := pgstore.InTx(ctx, p.db, func(tx pgx.Tx) (err error) {
+	err = pgstore.InTx(ctx, p.db, func(tx pgx.Tx) (err error) {
 		positions, _, err = pgstore.WriteHotBids(ctx, tx, bids)
 		return err
 	})
 	if err != nil {
+		p.metrics.errors.WithLabelValues("postgres").Inc()
 		return err
 	}
 	if err := p.recordPersisted(ctx, positions); err != nil {
@@ -220,7 +228,7 @@ func (p *Persister) recordPersisted(ctx context.Context, positions map[int64]int
 
 type persisterMetrics struct {
 	persisted                prometheus.Counter
-	rejected                 *prometheus.CounterVec
+	rejected, conflicts      *prometheus.CounterVec
 	errors                   *prometheus.CounterVec
 	batchSize, batchDuration prometheus.Histogram
 }
@@ -231,9 +239,11 @@ func newPersisterMetrics(reg prometheus.Registerer) *persisterMetrics {
 		persisted: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_persister_bids_total", Help: "Hot bids written to PostgreSQL (duplicates skipped by the unique key included)."}),
 		rejected: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "bidgate_persister_rejected_messages_total", Help: "bid-accepted messages dropped unwritten, by reason: signature (not signed with the cluster secret) or malformed."}, []string{"reason"}),
+			Name: "bidgate_persister_rejected_messages_total", Help: "bid-accepted messages dropped unwritten, by reason: signature (not signed by an event-verifying key) or malformed."}, []string{"reason"}),
+		conflicts: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "bidgate_persister_conflicts_total", Help: "Validly signed bid-accepted messages refused because they are not the bid the Redis log (or PostgreSQL's row) holds for their seq, by reason: no_bid (Redis accepted none), log (the log's entry was written instead), row, duplicated. Should always be 0."}, []string{"reason"}),
 		errors: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "bidgate_persister_errors_total", Help: "Persister failures, retried, by the dependency that failed (kafka, postgres)."},
+			Name: "bidgate_persister_errors_total", Help: "Persister failures, retried, by the dependency that failed (kafka, redis, postgres)."},
 			[]string{"dependency"}),
 		batchSize: f.NewHistogram(prometheus.HistogramOpts{
 			Name: "bidgate_persister_batch_size", Help: "Messages per persister transaction.",

@@ -154,12 +154,16 @@ func TestReconcilerReportsLostBids(t *testing.T) {
 	}
 }
 
-// Only messages a relay signed with the cluster secret are written, and
+// Only messages a relay signed with the event-signing key are written, and
 // even a signed one never touches an auction that is not open and hot: a
-// forged bid-accepted message changes nothing and is counted.
+// forged bid-accepted message changes nothing and is counted. A consumer
+// holds only the public key: it can verify and cannot sign, and neither
+// the public key nor the HMAC under the cluster secret bidgate signed with
+// before makes a message the persister takes.
 func TestPersisterDropsForgedMessages(t *testing.T) {
 	p := newPipeline(t)
-	secret := []byte("cluster secret of the test")
+	signer, verifier := eventKeys(t, "the relays' event-signing key!!!")
+	other, _ := eventKeys(t, "a key that is not the relays' !!")
 	hot := p.hotAuction()
 	cold, err := p.shard.CreateAuction(context.Background(), bidgate.NewAuction{SellerID: 9_000_001, Title: "cold",
 		StartPrice: decimal.NewFromInt(10), MinIncrement: decimal.NewFromInt(1),
@@ -168,7 +172,7 @@ func TestPersisterDropsForgedMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	forged := func(auction int64, key string, sign []byte, value []byte) kafkago.Message {
+	forged := func(auction int64, key string, sign func(*kafkago.Message), value []byte) kafkago.Message {
 		if value == nil {
 			b := hotBid(auction, 1)
 			b.BidderID, b.Amount, b.EndTime = 666, "123456.00", time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -178,17 +182,25 @@ func TestPersisterDropsForgedMessages(t *testing.T) {
 			}
 		}
 		m := kafkago.Message{Key: []byte(key), Value: value}
-		kafka.Sign(sign, &m, bidgate.TopicBidAccepted)
+		if sign != nil {
+			sign(&m)
+		}
 		return m
 	}
+	relays := func(m *kafkago.Message) { signer.Sign(m, bidgate.TopicBidAccepted) }
 	id := func(n int64) string { return strconv.FormatInt(n, 10) }
 	msgs := []kafkago.Message{
-		forged(hot.ID, id(hot.ID), nil, nil),                        // unsigned
-		forged(hot.ID, id(hot.ID), []byte("another secret"), nil),   // wrongly signed
-		forged(hot.ID, id(cold.ID), secret, nil),                    // key is another auction
-		forged(hot.ID, id(hot.ID), secret, []byte(`{"auctionId":`)), // not JSON
-		forged(cold.ID, id(cold.ID), secret, nil),                   // signed, but a cold auction
+		forged(hot.ID, id(hot.ID), nil, nil), // unsigned
+		forged(hot.ID, id(hot.ID), func(m *kafkago.Message) { other.Sign(m, bidgate.TopicBidAccepted) }, nil),                 // another key
+		forged(hot.ID, id(hot.ID), func(m *kafkago.Message) { hmacSign([]byte("cluster secret of the test"), m) }, nil),       // the old HMAC
+		forged(hot.ID, id(hot.ID), func(m *kafkago.Message) { withPublicKeyAsSignature(signer, m) }, nil),                     // what a verifier holds
+		forged(hot.ID, id(hot.ID), func(m *kafkago.Message) { relays(m); m.Headers[0].Value = m.Headers[0].Value[:10] }, nil), // cut signature
+		forged(hot.ID, id(hot.ID), func(m *kafkago.Message) { relays(m); m.Value = append(m.Value, ' ') }, nil),               // changed after signing
+		forged(hot.ID, id(cold.ID), relays, nil),                    // key is another auction
+		forged(hot.ID, id(hot.ID), relays, []byte(`{"auctionId":`)), // not JSON
+		forged(cold.ID, id(cold.ID), relays, nil),                   // signed, but a cold auction
 	}
+	const rejected = 8
 	w := kafka.NewWriter(p.broker.Addrs(), bidgate.TopicBidAccepted, kafka.Security{})
 	p.closeAtEnd("writer", w.Close)
 	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
@@ -198,19 +210,22 @@ func TestPersisterDropsForgedMessages(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	r := kafka.NewReader(p.broker.Addrs(), bidgate.TopicBidAccepted, "persister", kafka.Security{})
 	p.closeAtEnd("reader", r.Close)
-	persister := persist.NewPersister(p.db, p.rdb, r, persist.PersisterConfig{Secret: secret}, reg)
+	persister := persist.NewPersister(p.db, p.rdb, r, persist.PersisterConfig{Verifier: verifier}, reg)
 	p.announce(persister)
 	p.run(persister.Run)
-	relay := persist.NewRelay(p.db, p.rdb, w, persist.RelayConfig{Secret: secret}, prometheus.NewRegistry())
+	relay := persist.NewRelay(p.db, p.rdb, w, persist.RelayConfig{Signer: signer}, prometheus.NewRegistry())
 	p.run(relay.Run)
 	accepted := p.bid(hot.ID, 50, 100)
 	p.checkSame(hot, accepted) // the relay's signed bids are written
 
 	// Rejections are counted before the batch's hook runs: re-check after each.
-	waitFor(t, 30*time.Second, "4 messages rejected", p.wrote, func() (float64, bool) {
+	waitFor(t, 30*time.Second, "messages rejected", p.wrote, func() (float64, bool) {
 		n := testmetrics.Value(t, reg, "bidgate_persister_rejected_messages_total")
-		return n, n >= 4
+		return n, n >= rejected
 	})
+	if n := testmetrics.Value(t, reg, "bidgate_persister_rejected_messages_total", "reason", "signature"); n != 6 {
+		t.Fatalf("%v messages rejected for their signature, want 6", n)
+	}
 	var n int
 	if err := p.db.QueryRow(context.Background(), `SELECT count(*) FROM bid WHERE bidder_id = 666`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d forged bids written (%v)", n, err)

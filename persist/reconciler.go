@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/time/rate"
 
 	"bidgate"
 	"bidgate/internal/retry"
@@ -62,7 +63,8 @@ func (c ReconcilerConfig) withDefaults() ReconcilerConfig {
 // persisted position (every bid up to it is in the bid table), writes the
 // missing bids from the auction's Redis log once the oldest of them is older
 // than RepairAfter, records the positions for the relay, and trims each log
-// up to its position. It exports how many bids are accepted but not yet in
+// up to its position, only past rows that are the log's entries (a row of
+// another bid keeps the log, and is counted and logged). It exports how many bids are accepted but not yet in
 // PostgreSQL, and the age of the oldest: what an operator alerts on.
 //
 // Any number of reconcilers may run at once: writes go through WriteHotBids,
@@ -73,12 +75,16 @@ type Reconciler struct {
 	rdb     *redisstore.Store
 	cfg     ReconcilerConfig
 	metrics *reconcilerMetrics
+	// conflictLog says at most once a minute that rows disagree with the
+	// logs: the gauge tells how many, every pass.
+	conflictLog rate.Sometimes
 }
 
 // NewReconciler returns a Reconciler with metrics on reg.
 func NewReconciler(db *pgxpool.Pool, rdb redis.UniversalClient, cfg ReconcilerConfig, reg prometheus.Registerer) *Reconciler {
 	cfg = cfg.withDefaults()
-	return &Reconciler{db: db, store: &pgstore.Store{DB: db}, rdb: redisstore.NewReplicated(rdb, cfg.Replication), cfg: cfg, metrics: newReconcilerMetrics(reg)}
+	return &Reconciler{db: db, store: &pgstore.Store{DB: db}, rdb: redisstore.NewReplicated(rdb, cfg.Replication), cfg: cfg, metrics: newReconcilerMetrics(reg),
+		conflictLog: rate.Sometimes{Interval: time.Minute}}
 }
 
 // Run reconciles until ctx ends, then returns nil; failures back off and
@@ -102,6 +108,10 @@ type Reconciliation struct {
 	// TrimBacklog: some log's head held nothing but persisted entries, so
 	// the next pass trims further at once.
 	TrimBacklog bool
+	// Conflicting counts log entries whose seq PostgreSQL holds with
+	// another bid: the log keeps them (it is not trimmed past them) and
+	// an operator decides.
+	Conflicting int64
 }
 
 // logHead is one auction as a pass sees it.
@@ -112,8 +122,11 @@ type logHead struct {
 	first     redisstore.StreamID // the first log entry past persisted; zero if not read
 	firstSeq  int64
 	firstUs   int64               // its acceptance time
-	trimTo    redisstore.StreamID // log entries before this id are persisted
+	trimTo    redisstore.StreamID // log entries before this id are persisted, as the log says
 	trimAll   bool                // every entry read was persisted: more may follow
+	// done are the entries read at or below persisted: trimmed once
+	// PostgreSQL's rows are found to be them (checkTrim).
+	done []bidgate.BidAccepted
 }
 
 // ReconcileOnce does one pass.
@@ -134,6 +147,9 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (Reconciliation, error) 
 	}
 	now, err := r.look(ctx, heads)
 	if err != nil {
+		return res, err
+	}
+	if res.Conflicting, err = r.checkTrim(ctx, heads); err != nil {
 		return res, err
 	}
 	for _, h := range heads {
@@ -196,7 +212,7 @@ func (r *Reconciler) look(ctx context.Context, heads []*logHead) (int64, error) 
 				return 0, fmt.Errorf("auction %d: %w", h.id, err)
 			}
 			if b.Seq <= h.persisted {
-				h.trimTo = sid.Next()
+				h.done = append(h.done, b)
 				continue
 			}
 			h.first, h.firstSeq, h.firstUs = sid, b.Seq, b.AcceptedAt.UnixMicro()
@@ -205,6 +221,53 @@ func (r *Reconciler) look(ctx context.Context, heads []*logHead) (int64, error) 
 		}
 	}
 	return now, nil
+}
+
+// checkTrim sets each log's trim point: past its persisted entries up to
+// the first whose row in PostgreSQL is not that entry. A log is the record
+// of its auction's bids, so it is trimmed only past rows that match it. It
+// returns how many entries have a row of another bid, and logs them.
+func (r *Reconciler) checkTrim(ctx context.Context, heads []*logHead) (int64, error) {
+	var done []bidgate.BidAccepted
+	for _, h := range heads {
+		done = append(done, h.done...)
+	}
+	rows, err := pgstore.CompareBids(ctx, r.db, done)
+	if err != nil {
+		return 0, err
+	}
+	var conflicting int64
+	var first bidgate.BidAccepted
+	i := 0
+	for _, h := range heads {
+		matching := true
+		for _, b := range h.done {
+			switch {
+			case rows[i] == pgstore.RowDifferent:
+				if conflicting == 0 {
+					first = b
+				}
+				conflicting++
+				fallthrough
+			case rows[i] != pgstore.RowSame:
+				matching, h.trimAll = false, false
+			case matching:
+				sid, err := redisstore.ParseStreamID(b.StreamID)
+				if err != nil {
+					return 0, fmt.Errorf("auction %d: %w", h.id, err)
+				}
+				h.trimTo = sid.Next()
+			}
+			i++
+		}
+	}
+	if conflicting > 0 {
+		r.conflictLog.Do(func() {
+			r.cfg.Log.Error("bids in PostgreSQL are not the ones the Redis log holds for their seqs; the log keeps those entries (logged at most every minute; see bidgate_reconciler_conflicting_bids)",
+				"bids", conflicting, "first_auction", first.AuctionID, "first_seq", first.Seq)
+		})
+	}
+	return conflicting, nil
 }
 
 // repair writes the unpersisted bids of the due auctions from their logs,
@@ -276,6 +339,7 @@ func (r *Reconciler) record(ctx context.Context, heads []*logHead) error {
 
 type reconcilerMetrics struct {
 	unpersisted, oldest, missing prometheus.Gauge
+	conflicting                  prometheus.Gauge
 	repaired, errors             prometheus.Counter
 }
 
@@ -288,6 +352,8 @@ func newReconcilerMetrics(reg prometheus.Registerer) *reconcilerMetrics {
 			Name: "bidgate_unpersisted_oldest_seconds", Help: "Age, in Redis time, of the oldest hot bid not yet in PostgreSQL."}),
 		missing: f.NewGauge(prometheus.GaugeOpts{
 			Name: "bidgate_unpersisted_lost_bids", Help: "Accepted hot bids neither in PostgreSQL nor in the Redis log any more: lost (should always be 0)."}),
+		conflicting: f.NewGauge(prometheus.GaugeOpts{
+			Name: "bidgate_reconciler_conflicting_bids", Help: "Hot bids in PostgreSQL that are not the bid the Redis log holds for their seq, as the last pass found: the log is kept past them (should always be 0)."}),
 		repaired: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_reconciler_repaired_bids_total", Help: "Hot bids the reconciler wrote to PostgreSQL from the Redis logs (Kafka lost or delayed them)."}),
 		errors: f.NewCounter(prometheus.CounterOpts{
@@ -300,4 +366,5 @@ func (m *reconcilerMetrics) observe(res Reconciliation) {
 	m.unpersisted.Set(float64(res.Unpersisted))
 	m.oldest.Set(res.Oldest.Seconds())
 	m.missing.Set(float64(res.Missing))
+	m.conflicting.Set(float64(res.Conflicting))
 }

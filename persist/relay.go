@@ -45,9 +45,9 @@ type RelayConfig struct {
 	// PostgreSQL; auctions this process accepts bids for join it at once
 	// (Notify).
 	Refresh time.Duration
-	// Secret signs every message (the cluster secret): persisters drop what
-	// they cannot verify. Empty signs nothing (an insecure cluster).
-	Secret []byte
+	// Signer signs every message with the event-signing key: persisters
+	// drop what they cannot verify. Nil signs nothing (an insecure cluster).
+	Signer *pkafka.Signer
 	// Replication, when it asks for replicas (--redis-wait-replicas),
 	// makes the relay hand on only log entries the replicas hold: an entry
 	// whose batch was never acknowledged is gone after a failover.
@@ -197,7 +197,7 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 			if b.Seq <= v.Persisted {
 				continue // already in PostgreSQL
 			}
-			m, err := bidMessage(b, r.cfg.Secret)
+			m, err := bidMessage(b, r.cfg.Signer)
 			if err != nil {
 				return 0, err
 			}
@@ -335,13 +335,13 @@ func withEntries(ranges []redisstore.LogRange, logs [][]bidgate.BidAccepted) []i
 }
 
 // bidMessage is a signed bid-accepted message keyed by auction id.
-func bidMessage(b bidgate.BidAccepted, secret []byte) (kafka.Message, error) {
+func bidMessage(b bidgate.BidAccepted, signer *pkafka.Signer) (kafka.Message, error) {
 	v, err := json.Marshal(b)
 	if err != nil {
 		return kafka.Message{}, err
 	}
 	m := kafka.Message{Key: []byte(strconv.FormatInt(b.AuctionID, 10)), Value: v}
-	pkafka.Sign(secret, &m, bidgate.TopicBidAccepted)
+	signer.Sign(&m, bidgate.TopicBidAccepted)
 	return m, nil
 }
 

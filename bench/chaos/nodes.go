@@ -42,7 +42,8 @@ func (s *stack) nodeArgs(n *node, seeds []string) []string {
 
 // nodeEnv carries the secrets, so that they do not show in ps.
 func (s *stack) nodeEnv() []string {
-	return childEnv("BIDGATE_CLUSTER_SECRET="+s.secret, "BIDGATE_CLUSTER_KEY="+s.gossipKey)
+	return childEnv("BIDGATE_CLUSTER_SECRET="+s.secret, "BIDGATE_CLUSTER_KEY="+s.gossipKey,
+		"BIDGATE_EVENT_SIGNING_KEY="+s.eventKey)
 }
 
 // seedsFor are the gossip addresses of the other nodes now running: a

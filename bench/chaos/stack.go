@@ -5,6 +5,7 @@ package chaos
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -36,6 +37,7 @@ type stack struct {
 
 	secret    string // BIDGATE_CLUSTER_SECRET: signs forwarded bids
 	gossipKey string // BIDGATE_CLUSTER_KEY: encrypts gossip
+	eventKey  string // BIDGATE_EVENT_SIGNING_KEY: signs the Kafka messages
 	// devKey is the private key file every node trusts bearer tokens from
 	// (--dev-key); key is it loaded, for the bench to mint with.
 	devKey string
@@ -100,7 +102,8 @@ func newStack(ctx context.Context, bin string, nodes int, rs redisSetup, logf fu
 	if err := os.Chmod(dir, 0o711); err != nil {
 		return nil, fmt.Errorf("stack directory: %w", err)
 	}
-	s = &stack{dir: dir, bin: bin, logf: logf, secret: randomHex(32), gossipKey: randomHex(32), waitReplicas: rs.waitReplicas}
+	s = &stack{dir: dir, bin: bin, logf: logf, secret: randomHex(32), gossipKey: randomHex(32),
+		eventKey: randomBase64(32), waitReplicas: rs.waitReplicas}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, s.close(context.WithoutCancel(ctx), false))
@@ -160,6 +163,13 @@ func randomHex(n int) string {
 		panic(fmt.Sprintf("crypto/rand: %v", err)) // never fails on Linux
 	}
 	return hex.EncodeToString(b)
+}
+
+// randomBase64 is n random bytes in standard base64: an event-signing key
+// for n = 32.
+func randomBase64(n int) string {
+	b, _ := hex.DecodeString(randomHex(n))
+	return base64.StdEncoding.EncodeToString(b)
 }
 
 func (s *stack) logPath(name string) string { return filepath.Join(s.dir, name+".log") }

@@ -28,7 +28,8 @@ type config struct {
 	Postgres settings.Postgres
 	Redis    settings.Redis
 	Kafka    settings.Kafka
-	Migrate  bool // apply the migrations at start-up
+	Events   settings.Events // signs and verifies the Kafka messages
+	Migrate  bool            // apply the migrations at start-up
 
 	HTTP    httpConfig
 	Roles   roleSet
@@ -69,7 +70,7 @@ type clusterConfig struct {
 	GossipAdvertise   string
 	Seeds             string // comma-separated gossip addresses of members to join
 	Key               string // gossip key, hex
-	Secret            string // signs forwarded bids, join proofs and Kafka messages
+	Secret            string // signs forwarded bids, their answers and join proofs
 	SecretPrevious    string // also accepted from other nodes during a rotation of Secret
 	Insecure          bool   // development: run without Key and Secret
 }
@@ -100,6 +101,7 @@ func (c *config) registerServe(fs *settings.FlagSet) {
 	fs.BoolVar(&c.Migrate, "migrate", true, "apply database migrations at start-up")
 	c.Redis.Register(fs)
 	c.Kafka.Register(fs)
+	c.Events.Register(fs)
 	c.registerShard(fs)
 	c.registerFanout(fs)
 	c.HTTP.register(fs)
@@ -166,7 +168,7 @@ func (cl *clusterConfig) register(fs *settings.FlagSet) {
 	fs.StringVar(&cl.GossipAdvertise, "gossip-advertise", "", "address other nodes reach this one at (default --gossip-bind)")
 	fs.StringVar(&cl.Seeds, "seeds", "", "gossip addresses (host:port, comma-separated) of cluster members to join; empty starts a new cluster")
 	fs.StringVar(&cl.Key, "cluster-key", "", "gossip encryption and authentication key, hex (16, 24 or 32 bytes), the same on every node; required unless --insecure-cluster")
-	fs.StringVar(&cl.Secret, "cluster-secret", "", "secret (at least 16 bytes) that signs forwarded bids and Kafka messages, the same on every node; required unless --insecure-cluster")
+	fs.StringVar(&cl.Secret, "cluster-secret", "", "secret (at least 16 bytes) that signs forwarded bids, their answers and the join proof a node shows before it owns auctions, the same on every node; required unless --insecure-cluster")
 	fs.StringVar(&cl.SecretPrevious, "cluster-secret-previous", "", "during a rotation of --cluster-secret: a second secret also accepted in the other nodes' join proofs and forwarded bids, never used to sign (deploy/README.md, rotating the cluster secret)")
 	fs.BoolVar(&cl.Insecure, "insecure-cluster", false, "development only: gossip in clear and sign nothing when no --cluster-key / --cluster-secret is given (warned at every start)")
 }
@@ -189,6 +191,9 @@ func (c *config) check() error {
 	if err := c.Cluster.check(); err != nil {
 		return err
 	}
+	if err := c.checkEvents(); err != nil {
+		return err
+	}
 	if c.HTTP.MaxConns < 1 || c.HTTP.MaxConnsPerIP < 1 {
 		return errors.New("--max-conns and --max-conns-per-ip must be positive")
 	}
@@ -197,6 +202,23 @@ func (c *config) check() error {
 		c.Fanout.CheckOrigin = func(origin string) bool { return slices.Contains(allowed, origin) }
 	}
 	return c.checkAuth()
+}
+
+// checkEvents makes sure a node that produces Kafka messages signs them and
+// one that persists them verifies them: the relay role needs
+// --event-signing-key, the persister role it or --event-verify-keys.
+// --insecure-cluster lifts both (nothing signed, nothing checked).
+func (c *config) checkEvents() error {
+	e := c.Events
+	switch {
+	case c.Cluster.Insecure:
+		return nil
+	case c.Roles[roleRelay] && e.SigningKey == "":
+		return errors.New("the relay role needs --event-signing-key (or BIDGATE_EVENT_SIGNING_KEY), the same on every node: it signs the Kafka messages; openssl rand -base64 32 makes one. --insecure-cluster runs without it (development only)")
+	case c.Roles[rolePersister] && e.SigningKey == "" && e.VerifyKeys == "":
+		return errors.New("the persister role needs --event-verify-keys (or --event-signing-key) to check the Kafka messages. --insecure-cluster runs without (development only)")
+	}
+	return nil
 }
 
 // sizeForDescriptors bounds connections and viewers below the process's
@@ -249,7 +271,7 @@ func (c *config) checkAuth() error {
 // check makes sure a node only gossips and forwards with its cluster: a
 // gossip key (memberlist encrypts and authenticates every message with it,
 // so a process without it cannot join) and a secret that signs forwarded
-// bids and Kafka messages. --insecure-cluster lifts both for development,
+// bids and join proofs. --insecure-cluster lifts both for development,
 // except that forwarding between nodes still needs the secret.
 func (cl *clusterConfig) check() error {
 	if cl.NodeID == "" {

@@ -101,11 +101,17 @@ func TestConfigTokenVerification(t *testing.T) {
 	}
 }
 
-// clusterArgs are a gossip key and a cluster secret for tests' nodes.
+// clusterArgs are a gossip key, a cluster secret and an event-signing key
+// for tests' nodes.
 var clusterArgs = []string{
 	"--cluster-key", "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
 	"--cluster-secret", "a cluster secret of the tests",
+	"--event-signing-key", testEventKey,
 }
+
+// testEventKey is the event-signing key of the tests' nodes (base64 of a
+// 32-byte seed).
+const testEventKey = "dGhlIGV2ZW50LXNpZ25pbmcga2V5IG9mIHRlc3RzISE="
 
 // A node needs a gossip key and a cluster secret unless it is explicitly
 // insecure; the key is checked.
@@ -132,6 +138,40 @@ func TestConfigClusterCredentials(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := parseConfig("serve", append([]string{"--dev-key", key}, c.args...))
+			if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+				t.Fatalf("error %v, want %q", err, c.err)
+			}
+		})
+	}
+}
+
+// A node that relays signs with the event-signing key and one that
+// persists verifies, with it or with public keys alone; secure by default,
+// --insecure-cluster lifts both. Keys are checked.
+func TestConfigEventKeys(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "dev-key.pem")
+	pub := "Rmw4dhQ0g7fTkZ3yh4s8MoxDAqL7yeQ0xJg4fbmTtTA="
+	cases := []struct {
+		name string
+		args []string
+		err  string
+	}{
+		{"every role, no key", nil, "needs --event-signing-key"},
+		{"every role, only public keys", []string{"--event-verify-keys", pub}, "needs --event-signing-key"},
+		{"every role, the key", []string{"--event-signing-key", testEventKey}, ""},
+		{"a rotation", []string{"--event-signing-key", testEventKey, "--event-verify-keys", pub + "," + pub}, ""},
+		{"persister, no key", []string{"--roles", "persister"}, "needs --event-verify-keys"},
+		{"persister, only public keys", []string{"--roles", "persister", "--event-verify-keys", pub}, ""},
+		{"gateway and shard need none", []string{"--roles", "gateway,shard"}, ""},
+		{"key too short", []string{"--event-signing-key", "c2hvcnQ="}, "--event-signing-key: an event-signing key is the base64 of 32"},
+		{"key not base64", []string{"--event-signing-key", "not base64!"}, "--event-signing-key"},
+		{"public key bad", []string{"--event-signing-key", testEventKey, "--event-verify-keys", "c2hvcnQ="}, "--event-verify-keys"},
+		{"insecure", []string{"--insecure-cluster"}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"--dev-key", key}, clusterArgs[:4]...)
+			_, err := parseConfig("serve", append(args, c.args...))
 			if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
 				t.Fatalf("error %v, want %q", err, c.err)
 			}

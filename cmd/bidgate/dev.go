@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -129,15 +130,17 @@ func startDevBroker(ctx context.Context, self string, c devConfig, wg *sync.Wait
 func (c devConfig) brokerAddr() string { return "127.0.0.1:" + strconv.Itoa(c.Broker.Port) }
 
 // startDevNodes starts the nodes, the first a new cluster and the others
-// joining it, with a fresh gossip key and secret: the dev cluster is closed
-// to any process that was not started with them. On an error it returns
-// the nodes it started.
+// joining it, with a fresh gossip key, secret and event-signing key: the
+// dev cluster is closed to any process that was not started with them. On
+// an error it returns the nodes it started.
 func startDevNodes(self string, c devConfig, wg *sync.WaitGroup) ([]*devNode, error) {
-	secret, gossipKey := make([]byte, 32), make([]byte, 32)
+	secret, gossipKey, eventKey := make([]byte, 32), make([]byte, 32), make([]byte, 32)
 	rand.Read(secret)
 	rand.Read(gossipKey)
+	rand.Read(eventKey) // any 32 bytes are an Ed25519 seed
 	env := []string{settings.EnvName("cluster-secret") + "=" + hex.EncodeToString(secret),
-		settings.EnvName("cluster-key") + "=" + hex.EncodeToString(gossipKey)}
+		settings.EnvName("cluster-key") + "=" + hex.EncodeToString(gossipKey),
+		settings.EnvName("event-signing-key") + "=" + base64.StdEncoding.EncodeToString(eventKey)}
 	var nodes []*devNode
 	for i := range c.Nodes {
 		id := fmt.Sprintf("node%d", i+1)

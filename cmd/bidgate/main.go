@@ -5,6 +5,7 @@
 //	bidgate migrate   apply database migrations and exit
 //	bidgate broker    run the embedded Kafka-protocol broker on its own
 //	bidgate token     print a bearer token signed with the dev key
+//	bidgate event-key print the public key of an event-signing key, or a new key
 package main
 
 import (
@@ -25,6 +26,7 @@ commands:
   migrate   apply database migrations and exit
   broker    run the embedded Kafka-protocol broker (messages in memory) as a process of its own
   token     print a bearer token the dev cluster accepts: bidgate token --sub 42 --scope bid
+  event-key print the public key of BIDGATE_EVENT_SIGNING_KEY (what consumers verify with), or make a new key
 
 Run "bidgate <command> -h" for its flags.
 `
@@ -57,6 +59,10 @@ func main() {
 		var cfg tokenConfig
 		cfg, err = parseTokenConfig(args)
 		run = func() error { return printToken(os.Stdout, cfg) }
+	case "event-key":
+		var cfg eventKeyConfig
+		cfg, err = parseEventKeyConfig(args)
+		run = func() error { return printEventKey(os.Stdout, cfg) }
 	case "dev":
 		var cfg devConfig
 		cfg, err = parseDevConfig(args)

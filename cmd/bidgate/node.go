@@ -74,6 +74,13 @@ func (n *node) ready(ctx context.Context) error {
 // background and retry, so a node decides bids whatever Kafka's state.
 func (n *node) connectKafka() error {
 	k := n.cfg.Kafka
+	var err error
+	if n.signer, err = n.cfg.Events.Signer(); err != nil {
+		return err
+	}
+	if n.eventVerifier, err = n.cfg.Events.Verifier(); err != nil {
+		return err
+	}
 	if k.Brokers == "" {
 		e, err := kafka.StartEmbedded(k.EmbeddedPort, k.Partitions)
 		if err != nil {
@@ -189,7 +196,7 @@ func (n *node) createTopics(ctx context.Context) {
 func (n *node) bidRelay(members *ring.Ring) *persist.Relay {
 	w := kafka.NewWriter(n.brokers, bidgate.TopicBidAccepted, n.kafkaSec)
 	n.cleanup = append(n.cleanup, func() { w.Close() })
-	cfg := persist.RelayConfig{Secret: []byte(n.cfg.Cluster.Secret), Replication: n.cfg.Shard.Replication, Log: n.log}
+	cfg := persist.RelayConfig{Signer: n.signer, Replication: n.cfg.Shard.Replication, Log: n.log}
 	if n.cfg.Roles[roleShard] {
 		cfg.Owns = func(id int64) bool {
 			owner, ok := members.Owner(id)
@@ -204,13 +211,13 @@ func (n *node) outboxRelay(topic string) *persist.OutboxRelay {
 	w := kafka.NewWriter(n.brokers, topic, n.kafkaSec)
 	n.cleanup = append(n.cleanup, func() { w.Close() })
 	reg := prometheus.WrapRegistererWith(prometheus.Labels{"topic": topic}, n.reg)
-	return persist.NewOutboxRelay(n.db, w, persist.OutboxConfig{Topic: topic, Secret: []byte(n.cfg.Cluster.Secret), Log: n.log}, reg)
+	return persist.NewOutboxRelay(n.db, w, persist.OutboxConfig{Topic: topic, Signer: n.signer, Log: n.log}, reg)
 }
 
 func (n *node) persister() *persist.Persister {
 	r := kafka.NewReader(n.brokers, bidgate.TopicBidAccepted, n.cfg.Kafka.PersisterGroup, n.kafkaSec)
 	n.cleanup = append(n.cleanup, func() { r.Close() })
-	return persist.NewPersister(n.db, n.rdb, r, persist.PersisterConfig{Secret: []byte(n.cfg.Cluster.Secret), Log: n.log}, n.reg)
+	return persist.NewPersister(n.db, n.rdb, r, persist.PersisterConfig{Verifier: n.eventVerifier, Log: n.log}, n.reg)
 }
 
 func (n *node) reconciler() *persist.Reconciler {

@@ -61,7 +61,7 @@ func serve(ctx context.Context, cfg config) error {
 		return err
 	}
 	if cfg.Cluster.Insecure {
-		log.Warn("--insecure-cluster: gossip and Kafka messages are not authenticated when no cluster key or secret is given; any process that reaches the gossip port may join (development only)")
+		log.Warn("--insecure-cluster: gossip and Kafka messages are not authenticated when no cluster key, secret or event-signing key is given; any process that reaches the gossip port may join (development only)")
 	}
 	n := newNode(cfg, log)
 	defer n.close()
@@ -115,9 +115,11 @@ type node struct {
 	rdb redis.UniversalClient
 	reg *prometheus.Registry
 
-	brokers  []string
-	kafkaSec kafka.Security
-	cleanup  []func()
+	brokers       []string
+	kafkaSec      kafka.Security
+	signer        *kafka.Signer   // signs what the relays produce; nil: nothing signed
+	eventVerifier *kafka.Verifier // checks what the persister consumes; nil: nothing checked
+	cleanup       []func()
 }
 
 func newNode(cfg config, log *slog.Logger) *node {

@@ -80,7 +80,7 @@ func TestComposeLoads(t *testing.T) {
 	// The examples are placeholders that bidgate refuses (not hex), so a
 	// stack started with them fails instead of running on a known key.
 	env := dotenv(t, example)
-	for _, k := range []string{"BIDGATE_CLUSTER_KEY", "BIDGATE_CLUSTER_SECRET", "POSTGRES_PASSWORD", "REDIS_PASSWORD", "GRAFANA_ADMIN_PASSWORD"} {
+	for _, k := range []string{"BIDGATE_CLUSTER_KEY", "BIDGATE_CLUSTER_SECRET", "BIDGATE_EVENT_SIGNING_KEY", "POSTGRES_PASSWORD", "REDIS_PASSWORD", "GRAFANA_ADMIN_PASSWORD"} {
 		if !strings.Contains(env[k], "replace") {
 			t.Errorf(".env.example: %s=%q should be a placeholder", k, env[k])
 		}
@@ -96,6 +96,7 @@ func TestComposeSecretsComeFromTheEnvFile(t *testing.T) {
 	values := dotenv(t, deployPath("compose", ".env.example"))
 	values["BIDGATE_CLUSTER_KEY"] = "11" + strings.Repeat("ab", 31)
 	values["BIDGATE_CLUSTER_SECRET"] = "test-secret-from-env-file"
+	values["BIDGATE_EVENT_SIGNING_KEY"] = "dGVzdCBldmVudCBrZXkgZnJvbSB0aGUgZW52IGZpbGU="
 	values["POSTGRES_PASSWORD"] = "pgpass"
 	values["REDIS_PASSWORD"] = "redispass"
 	var b strings.Builder
@@ -113,6 +114,7 @@ func TestComposeSecretsComeFromTheEnvFile(t *testing.T) {
 	for _, n := range composeNodes {
 		env := envMap(p.Services[n])
 		if env["BIDGATE_CLUSTER_KEY"] != values["BIDGATE_CLUSTER_KEY"] || env["BIDGATE_CLUSTER_SECRET"] != values["BIDGATE_CLUSTER_SECRET"] ||
+			env["BIDGATE_EVENT_SIGNING_KEY"] != values["BIDGATE_EVENT_SIGNING_KEY"] ||
 			env["BIDGATE_REDIS_PASSWORD"] != "redispass" || !strings.Contains(env["BIDGATE_POSTGRES_URL"], ":pgpass@") {
 			t.Errorf("%s: secrets do not follow the env file", n)
 		}

@@ -179,10 +179,10 @@ func TestKustomizations(t *testing.T) {
 }
 
 // sensitive names settings that must come from a Secret.
-var sensitive = regexp.MustCompile(`(?i)password|secret|cluster_key|postgres_url|private`)
+var sensitive = regexp.MustCompile(`(?i)password|secret|cluster_key|signing_key|postgres_url|private`)
 
 // requiredSecrets must be referenced from a Secret by every rendering.
-var requiredSecrets = []string{"BIDGATE_CLUSTER_KEY", "BIDGATE_CLUSTER_SECRET", "BIDGATE_POSTGRES_URL",
+var requiredSecrets = []string{"BIDGATE_CLUSTER_KEY", "BIDGATE_CLUSTER_SECRET", "BIDGATE_EVENT_SIGNING_KEY", "BIDGATE_POSTGRES_URL",
 	"BIDGATE_REDIS_PASSWORD", "BIDGATE_KAFKA_SASL_PASSWORD"}
 
 func checkRendered(t *testing.T, o objects) {

@@ -25,6 +25,8 @@ var (
 	hotAuctionsSQL string
 	//go:embed sql/hot_positions.sql
 	hotPositionsSQL string
+	//go:embed sql/compare_bids.sql
+	compareBidsSQL string
 )
 
 // WriteHotBids writes hot bids to PostgreSQL inside tx: it locks their
@@ -35,11 +37,21 @@ var (
 // Every writer of hot bids goes through here: the persister (from Kafka),
 // the reconciler and the closer (from the Redis log).
 //
+// A bid never replaces another: one whose seq a row already holds is
+// skipped, and of two bids of one seq in bids only the first is written.
+//
 // It returns the persisted position of every auction it knows and how many
 // bids were new; bids of auctions PostgreSQL does not have are dropped.
 func WriteHotBids(ctx context.Context, tx pgx.Tx, bids []bidgate.BidAccepted) (positions map[int64]int64, inserted int64, err error) {
 	var cols bidColumns
+	type seqKey struct{ auction, seq int64 }
+	seen := make(map[seqKey]bool, len(bids))
 	for _, b := range bids {
+		k := seqKey{b.AuctionID, b.Seq}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
 		if err := cols.add(b); err != nil {
 			return nil, 0, err
 		}
@@ -115,6 +127,47 @@ func (c *bidColumns) add(b bidgate.BidAccepted) error {
 	}
 	c.kind, c.max = append(c.kind, string(kind)), append(c.max, max)
 	return nil
+}
+
+// RowMatch is how PostgreSQL's row of a bid's seq compares with the bid.
+type RowMatch int
+
+const (
+	RowAbsent    RowMatch = iota // no row holds the seq
+	RowSame                      // the row is the bid: same request, bidder, amount, kind and maximum
+	RowDifferent                 // a row holds the seq and is another bid
+)
+
+// CompareBids tells, for each of bids, whether the bid table holds its
+// auction's row of its seq and whether that row is the bid; the answers
+// are in the order of bids.
+func CompareBids(ctx context.Context, q Querier, bids []bidgate.BidAccepted) ([]RowMatch, error) {
+	var cols bidColumns
+	for _, b := range bids {
+		if err := cols.add(b); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]RowMatch, len(bids))
+	if len(bids) == 0 {
+		return out, nil
+	}
+	rows, err := q.Query(ctx, compareBidsSQL, cols.auction, cols.seq, cols.request, cols.bidder, cols.amount, cols.kind, cols.max)
+	if err != nil {
+		return nil, fmt.Errorf("compare bids with PostgreSQL's: %w", err)
+	}
+	var ord int64
+	var same bool
+	if _, err := pgx.ForEachRow(rows, []any{&ord, &same}, func() error {
+		if ord < 1 || ord > int64(len(out)) {
+			return fmt.Errorf("row %d of %d", ord, len(out))
+		}
+		out[ord-1] = map[bool]RowMatch{true: RowSame, false: RowDifferent}[same]
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("compare bids with PostgreSQL's: %w", err)
+	}
+	return out, nil
 }
 
 // HotAuctions lists the hot auctions whose logs are relayed: the open ones

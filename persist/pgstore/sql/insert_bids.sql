@@ -11,7 +11,9 @@
 --
 -- Duplicates (redelivery, a relay that produced twice, a repair racing the
 -- persister) meet the unique key and are skipped: at-least-once in,
--- exactly-once effect. Raising from new rows only is enough: a duplicate's
+-- exactly-once effect. A bid is never written over another: one whose seq
+-- a row of its auction already holds is skipped too, whatever it says (the
+-- writers check bids against the Redis log first; see persist.Persister). Raising from new rows only is enough: a duplicate's
 -- raise was committed with its first write. The row is never lowered, so
 -- batches may arrive in any order. bid_count is left to advance_persisted.sql.
 WITH new AS (
@@ -25,6 +27,7 @@ WITH new AS (
        AND a.status = 'OPEN'
        AND u.bidder_id <> a.seller_id
        AND u.accepted_at <= clock_timestamp() + INTERVAL '1 minute'
+       AND NOT EXISTS (SELECT 1 FROM bid b WHERE b.auction_id = u.auction_id AND b.seq = u.seq)
     ON CONFLICT (auction_id, request_id) DO NOTHING
     RETURNING auction_id, bidder_id, amount, seq
 ),
