@@ -17,6 +17,9 @@ type metrics struct {
 	// transportErrors counts the requests fasthttp gave up on before any
 	// handler ran, by kind (fasthttpLogger).
 	transportErrors *prometheus.CounterVec
+	// idleReleased counts keep-alive connections closed while idle because
+	// the connection cap was near (idleReleaser).
+	idleReleased prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -51,6 +54,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "bidgate_http_transport_errors_total",
 			Help: "Connections the HTTP server gave up on before any handler ran, by kind (malformed_request_line, malformed_header, malformed_body, header_too_large, body_too_large, timeout, connection_reset, tls, connection_limit, accept, other).",
 		}, []string{"kind"}),
+		idleReleased: f.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_http_idle_connections_released_total",
+			Help: "Idle keep-alive connections closed early because open connections neared the cap (--max-conns).",
+		}),
 	}
 	for _, k := range transportKinds {
 		m.transportErrors.WithLabelValues(k)
