@@ -2,13 +2,15 @@ package bidgate
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 )
 
-// FuzzParseMoney: whatever the input, ParseMoney does not panic, and an
-// amount it accepts survives the trip to cents (Redis) and back exactly.
+// FuzzParseMoney: whatever the input, ParseMoney does not panic, an amount
+// it accepts survives the trip to cents (Redis) and back exactly, and its
+// integer digits are written the one canonical way (no leading zero).
 func FuzzParseMoney(f *testing.F) {
-	for _, s := range []string{"0", "1", "1250000.5", "999999999999.99", "2000.100", "1e3", "-1", "+1", "NaN", " 1", "1.", ".5", "０"} {
+	for _, s := range []string{"0", "1", "1250000.5", "999999999999.99", "2000.100", "1e3", "-1", "+1", "NaN", " 1", "1.", ".5", "０", "05000", "00.5", "0.50", "00"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -21,6 +23,9 @@ func FuzzParseMoney(f *testing.F) {
 		}
 		if again, err := ParseMoney(FormatMoney(d)); err != nil || !again.Equal(d) {
 			t.Fatalf("%q: formatted %q parses to %s, %v", s, FormatMoney(d), again, err)
+		}
+		if whole, _, _ := strings.Cut(s, "."); whole != d.Truncate(0).String() {
+			t.Fatalf("%q accepted: its integer part is not written canonically", s)
 		}
 	})
 }

@@ -11,9 +11,11 @@ import (
 // MaxAmount is the largest value of the NUMERIC(14,2) columns money is kept in.
 var MaxAmount = decimal.RequireFromString("999999999999.99")
 
-// plainDecimal is the only notation accepted for money: digits, optionally a
-// point and one or two more digits. No sign, no exponent.
-var plainDecimal = regexp.MustCompile(`^[0-9]{1,15}(\.[0-9]{1,2})?$`)
+// plainDecimal is the only notation accepted for money: digits with no
+// leading zero (a lone 0 before the point is the zero itself), optionally a
+// point and one or two more digits. No sign, no exponent: like an id, an
+// amount has one way to be written, so "05000" is refused as "01" is.
+var plainDecimal = regexp.MustCompile(`^(0|[1-9][0-9]{0,14})(\.[0-9]{1,2})?$`)
 
 // ParseMoney parses an amount written in plain decimal notation with at most
 // two decimals. The range is checked by CheckMoney.

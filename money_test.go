@@ -30,6 +30,14 @@ func TestMoneyFromJSON(t *testing.T) {
 		{`null`, ""},
 		{`true`, ""},
 		{`"1234567890123456"`, ""}, // too many digits to even parse
+		{`"0.50"`, "0.50"},
+		{`0.5`, "0.50"},
+		{`"100"`, "100.00"},
+		{`"05000"`, ""}, // a leading zero, refused like the id 01
+		{`"00.5"`, ""},
+		{`"00"`, ""},
+		{`"007.10"`, ""},
+		{`05000`, ""}, // not even a JSON number
 	}
 	for _, c := range cases {
 		var m Money

@@ -17,13 +17,16 @@ type metrics struct {
 	coalesced         prometheus.Counter
 	overflows         prometheus.Counter
 	slowClosed        prometheus.Counter
-	lag               prometheus.Histogram
+	// violations counts viewers closed for sending what a viewer may not
+	// (a data frame, control frames past the rate), by reason.
+	violations *prometheus.CounterVec
+	lag        prometheus.Histogram
 }
 
 // newMetrics registers the metrics on reg; nil leaves them unregistered.
 func newMetrics(reg prometheus.Registerer) *metrics {
 	f := promauto.With(reg)
-	return &metrics{
+	m := &metrics{
 		viewers: f.NewGauge(prometheus.GaugeOpts{
 			Name: "bidgate_fanout_viewers",
 			Help: "WebSocket viewers connected to this node.",
@@ -57,5 +60,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "From the state's creation in the serializing store (its updatedAt) to the end of the write to a viewer.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .15, .2, .3, .5, 1, 2.5, 5},
 		}),
+		violations: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "bidgate_fanout_viewer_violations_total",
+			Help: "Viewers closed with 1008 for breaking the receive-only protocol, by reason (data_frame: sent a text or binary message; control_flood: sent pings or pongs faster than the allowed rate).",
+		}, []string{"reason"}),
 	}
+	for _, r := range []string{violationDataFrame, violationControlFlood} {
+		m.violations.WithLabelValues(r)
+	}
+	return m
 }

@@ -2,29 +2,49 @@ package fanout
 
 import (
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/fasthttp/websocket"
+	"golang.org/x/time/rate"
 )
 
 const (
-	// maxClientMessage bounds what a viewer may send: the protocol has
-	// nothing for clients to say, so anything larger closes the connection.
-	maxClientMessage = 512
 	// closeWait is how long a closing server waits for the client to answer
 	// its close frame before it drops the connection.
 	closeWait = time.Second
+	// A viewer may send control frames (pings, pongs) at controlRate per
+	// second, in bursts of controlBurst: enough to answer the server's
+	// pings and keep its own keep-alive, far too few to make a node spend
+	// its CPU answering pings. Beyond them it is closed with 1008.
+	controlRate  = 2
+	controlBurst = 16
+	// maxDrain bounds what is read and discarded from a viewer closed for
+	// breaking the protocol while its close frame goes out.
+	maxDrain = 1 << 20
 )
 
 // Close reasons a viewer sees in the close frame.
 const (
-	reasonClosed   = "auction closed"
-	reasonSlow     = "too slow"
-	reasonShutdown = "server shutting down"
+	reasonClosed       = "auction closed"
+	reasonSlow         = "too slow"
+	reasonShutdown     = "server shutting down"
+	reasonReceiveOnly  = "viewers are receive-only"
+	reasonControlFlood = "too many control frames"
 )
+
+// Why a viewer broke the protocol: the reason label of
+// bidgate_fanout_viewer_violations_total.
+const (
+	violationDataFrame    = "data_frame"    // it sent a text or binary message
+	violationControlFlood = "control_flood" // it sent control frames beyond the rate
+)
+
+// errControlFlood ends the reader of a viewer past its control frame rate.
+var errControlFlood = errors.New("fanout: viewer sent too many control frames")
 
 // viewer is one WebSocket connection. Its queue holds a single message: the
 // newest state it has not written yet. The room replaces that message
@@ -48,6 +68,9 @@ type viewer struct {
 	ping   *time.Timer
 
 	readerDone chan struct{}
+	// violation is the close reason of a viewer that broke the protocol;
+	// set by the reader before it signals evViolation.
+	violation atomic.Pointer[string]
 
 	// deadlineMu orders the pong handler's deadline extensions with
 	// shutdown's final deadline, so that a late pong cannot revive a reader
@@ -62,6 +85,7 @@ const (
 	evSlow                          // the viewer stayed behind for SlowTimeout
 	evReaderDone                    // the client left, broke the protocol, or stopped answering pings
 	evStop                          // the hub is stopping
+	evViolation                     // the client sent what a viewer may not: close it with 1008
 )
 
 func newViewer(h *Hub, conn *websocket.Conn, sent rank) *viewer {
@@ -144,6 +168,9 @@ func (v *viewer) run(first *message) {
 		case ev&evStop != 0:
 			v.close(websocket.CloseGoingAway, reasonShutdown)
 			return
+		case ev&evViolation != 0:
+			v.closeViolation(*v.violation.Load())
+			return
 		case ev&evReaderDone != 0:
 			return
 		case ev&evSlow != 0:
@@ -208,6 +235,24 @@ func (v *viewer) close(code int, reason string) {
 	}
 }
 
+// closeViolation closes a viewer that broke the protocol (its reader has
+// ended) with 1008. Closing a socket with unread bytes in it makes the
+// kernel reset the connection and drop what was not sent yet, the close
+// frame included, so what the client still sends is read and discarded
+// for up to closeWait (and maxDrain bytes) or until it closes.
+func (v *viewer) closeViolation(reason string) {
+	<-v.readerDone
+	msg := websocket.FormatCloseMessage(websocket.ClosePolicyViolation, reason)
+	if v.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(v.hub.cfg.WriteTimeout)) != nil {
+		return
+	}
+	nc := v.conn.NetConn()
+	if nc.SetReadDeadline(time.Now().Add(closeWait)) != nil {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, nc, maxDrain)
+}
+
 // shutdown stops the reader and waits for it. The socket itself is closed by
 // the caller once the viewer has left its room.
 func (v *viewer) shutdown() {
@@ -231,21 +276,54 @@ func (v *viewer) extendDeadline(d time.Duration) error {
 	return v.conn.SetReadDeadline(time.Now().Add(d))
 }
 
-// read handles control frames (pongs, pings, close) and discards anything
-// else; a viewer silent for two ping intervals is considered gone.
+// read handles control frames (pongs, pings, close) until the viewer
+// leaves, breaks the protocol or goes silent for two ping intervals.
+// Viewers are receive-only: the protocol has nothing for them to say, so
+// the first text or binary frame closes the connection with 1008 (its
+// payload is never read), and so do control frames past controlRate: a
+// client can no longer make the node read and answer frames as fast as it
+// sends them.
 func (v *viewer) read() {
 	defer v.signal(evReaderDone)
 	defer close(v.readerDone)
 	c := v.conn
 	alive := 2 * v.hub.cfg.PingInterval
-	c.SetReadLimit(maxClientMessage)
 	if v.extendDeadline(alive) != nil {
 		return
 	}
-	c.SetPongHandler(func(string) error { return v.extendDeadline(alive) })
-	for {
-		if _, _, err := c.NextReader(); err != nil {
-			return
+	control := rate.NewLimiter(controlRate, controlBurst)
+	c.SetPongHandler(func(string) error {
+		if !control.Allow() {
+			return errControlFlood
 		}
+		return v.extendDeadline(alive)
+	})
+	c.SetPingHandler(func(data string) error {
+		if !control.Allow() {
+			return errControlFlood
+		}
+		// As the default handler: a pong that cannot be written is the
+		// writer's problem, not the reader's.
+		err := c.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(v.hub.cfg.WriteTimeout))
+		var ne net.Error
+		if errors.Is(err, websocket.ErrCloseSent) || errors.As(err, &ne) {
+			return nil
+		}
+		return err
+	})
+	_, _, err := c.NextReader() // returns at the first data frame
+	switch {
+	case err == nil:
+		v.violate(violationDataFrame, reasonReceiveOnly)
+	case errors.Is(err, errControlFlood):
+		v.violate(violationControlFlood, reasonControlFlood)
 	}
+}
+
+// violate records why the viewer is closed and tells the writer.
+func (v *viewer) violate(kind, reason string) {
+	v.hub.metrics.violations.WithLabelValues(kind).Inc()
+	v.hub.log.Debug("fanout: closing viewer that broke the protocol", "remote", v.conn.RemoteAddr().String(), "violation", kind)
+	v.violation.Store(&reason)
+	v.signal(evViolation)
 }

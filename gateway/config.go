@@ -24,8 +24,9 @@ type Config struct {
 	WriteTimeout   time.Duration // time to write one answer
 	IdleTimeout    time.Duration // keep-alive idle time of a connection
 	// MaxConns bounds the connections served at once (beyond it a new one
-	// gets a 503 and is closed); MaxConnsPerIP bounds those of one client
-	// address.
+	// gets a 503 and is closed; past 90% of it, idle keep-alive connections
+	// are closed first, the longest idle first); MaxConnsPerIP bounds those
+	// of one client address.
 	MaxConns      int
 	MaxConnsPerIP int
 	// Auth verifies the bearer tokens that creating auctions, bidding and

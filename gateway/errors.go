@@ -109,13 +109,20 @@ func (s *Server) answerPanic(ctx *fasthttp.RequestCtx, v any) {
 
 // answerTransportError answers what fasthttp rejects before any handler
 // runs, such as an oversized body or a malformed request, with a fixed
-// message: the request's bytes (its headers, tokens, cookies) are never
-// echoed.
+// message chosen by the error's kind: the request's bytes (its headers,
+// tokens, cookies) are never echoed. fasthttp's Logger (fasthttpLogger)
+// logs and counts the same error afterwards.
 func (s *Server) answerTransportError(ctx *fasthttp.RequestCtx, err error) {
-	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+	switch transportErrorKind(err) {
+	case kindBodyTooLarge:
 		s.writeError(ctx, refuse(fasthttp.StatusRequestEntityTooLarge, "body_too_large",
 			fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBodyBytes)))
-		return
+	case kindHeaderTooLarge:
+		s.writeError(ctx, refuse(fasthttp.StatusRequestHeaderFieldsTooLarge, "header_too_large",
+			"the request line and headers exceed the server's read buffer"))
+	case kindTimeout:
+		s.writeError(ctx, refuse(fasthttp.StatusRequestTimeout, "request_timeout", "the request did not arrive in time"))
+	default:
+		s.writeError(ctx, refuse(fasthttp.StatusBadRequest, "malformed_request", "the request is not valid HTTP/1.1"))
 	}
-	s.writeError(ctx, refuse(fasthttp.StatusBadRequest, "malformed_request", "the request is not valid HTTP/1.1"))
 }

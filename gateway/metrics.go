@@ -14,11 +14,17 @@ type metrics struct {
 	panics       prometheus.Counter
 	authFailures prometheus.Counter
 	acceptErrors prometheus.Counter
+	// transportErrors counts the requests fasthttp gave up on before any
+	// handler ran, by kind (fasthttpLogger).
+	transportErrors *prometheus.CounterVec
+	// idleReleased counts keep-alive connections closed while idle because
+	// the connection cap was near (idleReleaser).
+	idleReleased prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	f := promauto.With(reg)
-	return &metrics{
+	m := &metrics{
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "bidgate_http_requests_total",
 			Help: "HTTP requests by route and status code.",
@@ -44,7 +50,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "bidgate_accept_errors_total",
 			Help: "Failed accepts of new connections (out of file descriptors, say) that the server waited out.",
 		}),
+		transportErrors: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "bidgate_http_transport_errors_total",
+			Help: "Connections the HTTP server gave up on before any handler ran, by kind (malformed_request_line, malformed_header, malformed_body, header_too_large, body_too_large, timeout, connection_reset, tls, connection_limit, accept, other).",
+		}, []string{"kind"}),
+		idleReleased: f.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_http_idle_connections_released_total",
+			Help: "Idle keep-alive connections closed early because open connections neared the cap (--max-conns).",
+		}),
 	}
+	for _, k := range transportKinds {
+		m.transportErrors.WithLabelValues(k)
+	}
+	return m
 }
 
 func (m *metrics) countRequest(route string, status int) {

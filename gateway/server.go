@@ -70,7 +70,13 @@ func (s *Server) newHTTPServer(h fasthttp.RequestHandler) *fasthttp.Server {
 		ErrorHandler:       s.answerTransportError,
 		Concurrency:        s.cfg.MaxConns,
 		MaxConnsPerIP:      s.cfg.MaxConnsPerIP,
-		Logger:             newFasthttpLogger(s.log),
+		// Near the cap, idle keep-alive connections make room first.
+		ConnState: newIdleReleaser(s.cfg.MaxConns, s.metrics.idleReleased).connState,
+		// The logger prints no byte of a request, only a kind and the peer,
+		// and counts every error: it may see them all.
+		Logger:                newFasthttpLogger(s.log, s.metrics.transportErrors),
+		LogAllErrors:          true,
+		SecureErrorLogMessage: true,
 	}
 }
 

@@ -6,7 +6,9 @@
 // Only asymmetric signatures are accepted (EdDSA, ES256, RS256): a verifier
 // that holds no secret cannot be made to sign, and "alg: none" or an HMAC
 // keyed with a public key is refused. exp is required, nbf honoured, iss and
-// aud always checked, with at most Leeway of clock skew.
+// aud always checked, with at most Leeway of clock skew. Header and claims
+// are read strictly: a member named twice, or exp, nbf or iat not a JSON
+// number, is an invalid token.
 package auth
 
 import (
@@ -123,6 +125,9 @@ func (v *Verifier) Verify(token string) (Principal, error) {
 	p, ok, gen := v.cache.get(sum, now)
 	if ok {
 		return p, nil
+	}
+	if err := checkStrictJSON(token); err != nil {
+		return Principal{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
 	var c claims
 	_, err := v.parser.ParseWithClaims(token, &c, v.keys)

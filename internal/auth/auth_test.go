@@ -2,7 +2,9 @@ package auth
 
 import (
 	"crypto/ed25519"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -494,5 +496,72 @@ func TestTokenCache(t *testing.T) {
 		if len(c.entries) > 4 {
 			t.Fatalf("%d entries, bound 4", len(c.entries))
 		}
+	}
+}
+
+// signJSON signs header and claims exactly as written (a member twice, a
+// date as a string), which no JSON encoder produces; the header is k's
+// algorithm and kid when empty.
+func signJSON(t testing.TB, k *SigningKey, header, claims string) string {
+	t.Helper()
+	if header == "" {
+		header = fmt.Sprintf(`{"alg":%q,"kid":%q,"typ":"JWT"}`, k.method.Alg(), k.ID)
+	}
+	unsigned := base64.RawURLEncoding.EncodeToString([]byte(header)) + "." + base64.RawURLEncoding.EncodeToString([]byte(claims))
+	sig, err := k.method.Sign(unsigned, k.signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return unsigned + "." + base64.RawURLEncoding.EncodeToString(sig)
+}
+
+// Header and claims are read strictly, signed or not: a member named twice
+// (the JWT library takes the last, another reader the first), a
+// NumericDate given as a string, invalid UTF-8 or anything after the
+// object is an invalid token.
+func TestVerifyReadsClaimsStrictly(t *testing.T) {
+	key := newKey(t, "EdDSA")
+	v := verifier(t, key)
+	exp := time.Now().Add(time.Hour).Unix()
+	iss := fmt.Sprintf(`"iss":%q,"aud":%q`, testIssuer, testAudience)
+	alg := fmt.Sprintf(`"alg":%q`, key.method.Alg())
+	kid := fmt.Sprintf(`"kid":%q`, key.ID)
+	cases := []struct {
+		name           string
+		header, claims string
+		ok             bool
+	}{
+		{"plain", "", fmt.Sprintf(`{"sub":"42",%s,"exp":%d}`, iss, exp), true},
+		{"exp with a fraction", "", fmt.Sprintf(`{"sub":"42",%s,"exp":%d.5}`, iss, exp), true},
+		{"nbf and iat numbers", "", fmt.Sprintf(`{"sub":"42",%s,"exp":%d,"nbf":%d,"iat":%d}`, iss, exp, exp-7200, exp-3600), true},
+		{"sub twice", "", fmt.Sprintf(`{"sub":"42",%s,"exp":%d,"sub":"43"}`, iss, exp), false},
+		{"sub twice, once escaped", "", fmt.Sprintf(`{"sub":"42",%s,"exp":%d,"s\u0075b":"43"}`, iss, exp), false},
+		{"exp twice", "", fmt.Sprintf(`{"sub":"42",%s,"exp":1,"exp":%d}`, iss, exp), false},
+		{"scope twice", "", fmt.Sprintf(`{"sub":"42",%s,"exp":%d,"scope":"bid","scope":"operator"}`, iss, exp), false},
+		{"exp as a string", "", fmt.Sprintf(`{"sub":"42",%s,"exp":"%d"}`, iss, exp), false},
+		{"nbf as a string", "", fmt.Sprintf(`{"sub":"42",%s,"exp":%d,"nbf":"%d"}`, iss, exp, exp-7200), false},
+		{"iat as a string", "", fmt.Sprintf(`{"sub":"42",%s,"exp":%d,"iat":"%d"}`, iss, exp, exp-3600), false},
+		{"exp as null", "", fmt.Sprintf(`{"sub":"42",%s,"exp":null}`, iss), false},
+		{"invalid UTF-8 in a claim", "", fmt.Sprintf(`{"sub":"42",%s,"exp":%d,"scope":"bid\xff"}`, iss, exp), false},
+		{"data after the claims", "", fmt.Sprintf(`{"sub":"42",%s,"exp":%d} {"sub":"43"}`, iss, exp), false},
+		{"claims not an object", "", `["sub","42"]`, false},
+		{"alg twice in the header", fmt.Sprintf(`{"alg":"HS256",%s,%s}`, kid, alg), fmt.Sprintf(`{"sub":"42",%s,"exp":%d}`, iss, exp), false},
+		{"kid twice in the header", fmt.Sprintf(`{%s,"kid":"other",%s}`, alg, kid), fmt.Sprintf(`{"sub":"42",%s,"exp":%d}`, iss, exp), false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			token := signJSON(t, key, c.header, c.claims)
+			p, err := v.Verify(token)
+			switch {
+			case c.ok && err != nil:
+				t.Fatalf("Verify: %v", err)
+			case c.ok && p.UserID != 42:
+				t.Fatalf("principal %+v", p)
+			case !c.ok && !errors.Is(err, ErrInvalidToken):
+				t.Fatalf("Verify: %+v, %v; want ErrInvalidToken", p, err)
+			case !c.ok && strings.Contains(err.Error(), strings.Split(token, ".")[1]):
+				t.Fatalf("the error holds the token: %v", err)
+			}
+		})
 	}
 }
