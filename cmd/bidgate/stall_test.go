@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -205,18 +204,12 @@ func TestLockedRowAnswersWithinTheForwardBudget(t *testing.T) {
 	bids := []struct {
 		base, amount, key string
 		bidder            int64
-		answer            answer
 	}{
 		{base: baseA, amount: "20.00", key: uuid.NewString(), bidder: 2},
 		{base: baseB, amount: "30.00", key: uuid.NewString(), bidder: 3},
 	}
-	var wg sync.WaitGroup
-	for i := range bids {
-		wg.Go(func() { bids[i].answer = bidOn(t, bids[i].base, key, auction, bids[i].bidder, bids[i].amount, bids[i].key) })
-	}
-	wg.Wait()
 	for _, b := range bids {
-		a := b.answer
+		a := bidOn(t, b.base, key, auction, b.bidder, b.amount, b.key)
 		t.Logf("cold bid on a locked row via %s: %d %s from node %q after %v", b.base, a.status, a.code, a.node, a.took)
 		if a.status != 503 || a.code != "store_timeout" || a.retryAfter == "" || a.took >= budget {
 			t.Errorf("a cold bid on a locked row via %s: %+v; want 503 store_timeout with Retry-After within %v", b.base, a, budget)
