@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"bidgate"
 	"bidgate/persist/pgstore"
 )
@@ -16,6 +18,7 @@ var errNotCold = errors.New("auction is not cold")
 
 // cold serializes bids of cold auctions in PostgreSQL.
 type cold struct {
+	db    *pgxpool.Pool // the statement's connection is taken before its limit is set
 	store *pgstore.Store
 	cache *priceCache
 	pub   *publisher
@@ -38,11 +41,7 @@ func (c *cold) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidR
 	if res, done, err := decide(v, r); done {
 		return res, err
 	}
-	limit, err := c.statementLimit(ctx)
-	if err != nil {
-		return bidgate.BidResult{}, err
-	}
-	res, leader, placed, err := c.store.PlaceColdBid(ctx, r, limit)
+	res, leader, placed, err := c.place(ctx, r)
 	if err != nil {
 		return bidgate.BidResult{}, err
 	}
@@ -68,6 +67,21 @@ func (c *cold) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidR
 	// and ends only move later: the statement refused at an earlier
 	// instant, so the newer view refuses too.
 	return bidgate.BidResult{}, &bidgate.BidTooLowError{CurrentPrice: v.Price, MinimumBid: v.Price.Add(v.Inc)}
+}
+
+// place runs the statement on a connection of its own, with the limit that
+// is left once it has one (waiting for a free connection takes time too).
+func (c *cold) place(ctx context.Context, r bidgate.BidRequest) (res bidgate.BidResult, leader int64, placed bool, err error) {
+	conn, err := c.db.Acquire(ctx)
+	if err != nil {
+		return res, 0, false, timedOut(fmt.Errorf("cold bid on auction %d: %w", r.AuctionID, err), true)
+	}
+	defer conn.Release()
+	limit, err := c.statementLimit(ctx)
+	if err != nil {
+		return res, 0, false, err
+	}
+	return (&pgstore.Store{DB: conn}).PlaceColdBid(ctx, r, limit)
 }
 
 // statementLimit is how long PostgreSQL may let the statement wait and run:

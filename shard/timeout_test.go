@@ -19,7 +19,7 @@ import (
 // decides afresh.
 func TestColdBidGivesUpOnALockedRow(t *testing.T) {
 	db, _ := testdb.New(t, 4)
-	s := newService(t, db, Config{})
+	s := newService(t, db, Config{StoreTimeout: DefaultConfig().StoreTimeout})
 	a := newAuction(t, s, "100", "1", time.Hour, time.Minute, time.Minute)
 	lock, err := db.Begin(ctx)
 	if err != nil {
