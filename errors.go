@@ -76,3 +76,29 @@ func InvalidInput(code, detail string) error { return &InputError{Code: code, De
 // ErrUnavailable wraps failures of a store (PostgreSQL, Redis) that is down or
 // too slow: the request may be retried later.
 var ErrUnavailable = errors.New("dependency unavailable")
+
+// TimeoutError says a store did not answer within the budget of the call
+// (or cancelled the call at its own limit). It is an ErrUnavailable: the
+// request may be retried, and a retry with the same key is always right.
+//
+// Undecided tells what a client may conclude: true only when the store is
+// known to have dropped the request (PostgreSQL cancelled the statement and
+// rolled it back), so a retry decides afresh; false when the request may
+// still be carried out after the answer (a Redis script sent to a stalled
+// server runs once it wakes), and a retry with the same key learns its
+// outcome.
+type TimeoutError struct {
+	Undecided bool
+	Err       error
+}
+
+func (e *TimeoutError) Error() string {
+	if e.Undecided {
+		return fmt.Sprintf("store timed out, request not carried out: %v", e.Err)
+	}
+	return fmt.Sprintf("store timed out, request may still be carried out: %v", e.Err)
+}
+
+func (e *TimeoutError) Unwrap() error { return e.Err }
+
+func (e *TimeoutError) Is(target error) bool { return target == ErrUnavailable }

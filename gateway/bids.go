@@ -209,6 +209,8 @@ func bidOutcome(res bidgate.BidResult, err error) string {
 		return "rate_limited"
 	case errors.Is(err, bidgate.ErrOverloaded):
 		return "overloaded"
+	case errors.As(err, new(*bidgate.TimeoutError)):
+		return "store_timeout"
 	case errors.Is(err, bidgate.ErrUnavailable):
 		return "unavailable"
 	}

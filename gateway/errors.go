@@ -46,6 +46,7 @@ func problemFor(err error, log *slog.Logger) problem.Problem {
 		input   *bidgate.InputError
 		tooLow  *bidgate.BidTooLowError
 		limited *bidgate.RateLimitedError
+		timeout *bidgate.TimeoutError
 	)
 	switch {
 	case errors.As(err, &refused):
@@ -89,6 +90,14 @@ func problemFor(err error, log *slog.Logger) problem.Problem {
 	case errors.Is(err, bidgate.ErrEndTimeOutOfRange):
 		return problem.New(fasthttp.StatusBadRequest, "invalid_end_time",
 			"endTime must be in the future and at most 366 days ahead")
+	case errors.As(err, &timeout):
+		log.Warn("store timed out", "err", err)
+		if timeout.Undecided {
+			return problem.New(fasthttp.StatusServiceUnavailable, "store_timeout",
+				"a data store did not answer in time; the request was not carried out: retry later")
+		}
+		return problem.New(fasthttp.StatusServiceUnavailable, "store_timeout",
+			"a data store did not answer in time; the request may still be carried out: retry with the same Idempotency-Key to learn its outcome")
 	case errors.Is(err, bidgate.ErrUnavailable):
 		log.Warn("dependency unavailable", "err", err)
 		return problem.New(fasthttp.StatusServiceUnavailable, "unavailable", "a data store is unavailable; retry later")

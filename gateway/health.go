@@ -2,13 +2,23 @@ package gateway
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/valyala/fasthttp"
 )
 
-// readyTimeout bounds the store calls of one readiness check.
-const readyTimeout = 2 * time.Second
+// readyTimeout is the budget of one readiness answer (a probe's timeout is
+// commonly 2 s); the store checks get readyCheckTimeout of it, and the rest
+// is left to write the answer.
+const (
+	readyTimeout      = 2 * time.Second
+	readyCheckTimeout = readyTimeout * 3 / 4
+)
+
+// errReadyTimedOut: the store checks did not end within readyCheckTimeout.
+var errReadyTimedOut = errors.New("the store checks did not answer in time")
 
 // errNotReady is the public readyz's answer: store addresses and driver
 // errors are the admin endpoint's.
@@ -40,9 +50,18 @@ func (s *Server) readyzDetail(ctx *fasthttp.RequestCtx) {
 	writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ready"})
 }
 
-// checkReady asks the stores whether they answer, within readyTimeout.
+// checkReady asks the stores whether they answer, and returns by
+// readyCheckTimeout whatever they do: a check that does not heed its
+// context's deadline is not waited for.
 func (s *Server) checkReady(ctx context.Context) error {
-	c, cancel := context.WithTimeout(ctx, readyTimeout)
+	c, cancel := context.WithTimeout(ctx, readyCheckTimeout)
 	defer cancel()
-	return s.ready(c)
+	done := make(chan error, 1)
+	go func() { done <- s.ready(c) }()
+	select {
+	case err := <-done:
+		return err
+	case <-c.Done():
+		return fmt.Errorf("%w within %v", errReadyTimedOut, readyCheckTimeout)
+	}
 }

@@ -3,6 +3,10 @@ package shard
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"bidgate"
 	"bidgate/persist/pgstore"
@@ -14,10 +18,17 @@ var errNotCold = errors.New("auction is not cold")
 
 // cold serializes bids of cold auctions in PostgreSQL.
 type cold struct {
+	db    *pgxpool.Pool // the statement's connection is taken before its limit is set
 	store *pgstore.Store
 	cache *priceCache
 	pub   *publisher
+	// lockTimeout bounds the statement inside PostgreSQL (Config.ColdLockTimeout).
+	lockTimeout time.Duration
 }
+
+// answerMargin is the time left to hear PostgreSQL cancel the statement at
+// its own limit before the bid's deadline: the limit is cut to fit.
+const answerMargin = 100 * time.Millisecond
 
 // placeBid answers from the look-up when it can (replay, self-bidding,
 // closed, too low), else runs the one conditional statement; when that
@@ -25,12 +36,12 @@ type cold struct {
 func (c *cold) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidResult, error) {
 	v, err := c.lookUp(ctx, r)
 	if err != nil {
-		return bidgate.BidResult{}, err
+		return bidgate.BidResult{}, timedOut(err, true)
 	}
 	if res, done, err := decide(v, r); done {
 		return res, err
 	}
-	res, leader, placed, err := c.store.PlaceColdBid(ctx, r)
+	res, leader, placed, err := c.place(ctx, r)
 	if err != nil {
 		return bidgate.BidResult{}, err
 	}
@@ -47,7 +58,7 @@ func (c *cold) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidR
 	// Lost a race: to a higher bid, to the end, to a promotion, or to a
 	// request with the same key. The look-up now sees the winner.
 	if v, err = c.lookUp(ctx, r); err != nil {
-		return bidgate.BidResult{}, err
+		return bidgate.BidResult{}, timedOut(err, true)
 	}
 	if res, done, err := decide(v, r); done {
 		return res, err
@@ -56,6 +67,36 @@ func (c *cold) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidR
 	// and ends only move later: the statement refused at an earlier
 	// instant, so the newer view refuses too.
 	return bidgate.BidResult{}, &bidgate.BidTooLowError{CurrentPrice: v.Price, MinimumBid: v.Price.Add(v.Inc)}
+}
+
+// place runs the statement on a connection of its own, with the limit that
+// is left once it has one (waiting for a free connection takes time too).
+func (c *cold) place(ctx context.Context, r bidgate.BidRequest) (res bidgate.BidResult, leader int64, placed bool, err error) {
+	conn, err := c.db.Acquire(ctx)
+	if err != nil {
+		return res, 0, false, timedOut(fmt.Errorf("cold bid on auction %d: %w", r.AuctionID, err), true)
+	}
+	defer conn.Release()
+	limit, err := c.statementLimit(ctx)
+	if err != nil {
+		return res, 0, false, err
+	}
+	return (&pgstore.Store{DB: conn}).PlaceColdBid(ctx, r, limit)
+}
+
+// statementLimit is how long PostgreSQL may let the statement wait and run:
+// lockTimeout, cut so that PostgreSQL's own cancel comes back before ctx
+// ends. A statement cancelled by the server is rolled back, and the bid's
+// answer can say so; one abandoned by the client may still commit.
+func (c *cold) statementLimit(ctx context.Context) (time.Duration, error) {
+	limit := c.lockTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		limit = min(limit, time.Until(deadline)-answerMargin)
+	}
+	if limit < time.Millisecond {
+		return 0, &bidgate.TimeoutError{Undecided: true, Err: fmt.Errorf("no time left for the cold bid statement: %w", context.DeadlineExceeded)}
+	}
+	return limit, nil
 }
 
 // lookUp reads the auction and the request id's earlier bid, and refreshes

@@ -21,9 +21,14 @@ import (
 var ctx = context.Background()
 
 // newService is a Service on db and the test Redis. The rate limit is off
-// unless cfg sets it: these tests send many bids per bidder on purpose.
+// unless cfg sets it: these tests send many bids per bidder on purpose. So
+// is the store budget, nearly: their storms of hundreds of bids at once
+// queue for a test-sized pool, under the race detector.
 func newService(t *testing.T, db *pgxpool.Pool, cfg Config) *Service {
 	t.Helper()
+	if cfg.StoreTimeout == 0 {
+		cfg.StoreTimeout = time.Minute
+	}
 	if cfg.RateLimit == 0 {
 		cfg.RateLimit = -1
 	}

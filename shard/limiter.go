@@ -19,11 +19,13 @@ type limiter struct {
 	lanes *batchers[int, int64, time.Duration]
 }
 
-func newLimiter(rs *redisstore.Store, rate float64, burst int) *limiter {
+// newLimiter checks rate and burst in Redis, each call bounded by timeout.
+func newLimiter(rs *redisstore.Store, rate float64, burst int, timeout time.Duration) *limiter {
 	l := &limiter{rs: rs, rate: rate, burst: burst}
 	l.lanes = newBatchers(256, 16384, 10*time.Second, func(ctx context.Context, _ int, bidders []int64) ([]time.Duration, error) {
 		return l.take(ctx, bidders)
 	})
+	l.lanes.timeout = timeout
 	return l
 }
 

@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -31,6 +33,18 @@ type Config struct {
 	RateLimit   float64       // bids per second per bidder; negative disables
 	RateBurst   int           // token bucket size
 	PromoteRate int           // cold bids per second on one node that promote an auction; negative disables
+	// StoreTimeout bounds the store calls of one bid (its look-up, its
+	// token, its statement or script): past it the bid is answered 503
+	// (store_timeout) instead of holding its client. It is well under the
+	// forwarder's budget, so that a node that forwarded the bid hears this
+	// answer rather than a timeout of its own.
+	StoreTimeout time.Duration
+	// ColdLockTimeout bounds, inside PostgreSQL, how long the cold bid
+	// statement waits for its auction's row lock and runs (lock_timeout and
+	// statement_timeout). PostgreSQL then cancels it, so a cold bid answered
+	// 503 is never placed later, when the lock is released. Below
+	// StoreTimeout, which also covers the look-up before it.
+	ColdLockTimeout time.Duration
 	// Replication, when Replicas > 0, answers a hot batch's bidders only once
 	// that many Redis replicas hold it (else 503), waiting at most its
 	// Timeout.
@@ -49,7 +63,7 @@ const MaxBatchLimit = 4096
 // zero field from it, and the command line's flags take theirs from it.
 func DefaultConfig() Config {
 	return Config{MaxBatch: 256, MaxQueue: 4096, BatchIdle: 2 * time.Second, CacheMaxAge: 300 * time.Millisecond,
-		RateLimit: 5, RateBurst: 10, PromoteRate: 20, Replication: redisstore.Replication{Timeout: 500 * time.Millisecond},
+		RateLimit: 5, RateBurst: 10, PromoteRate: 20, StoreTimeout: time.Second, ColdLockTimeout: 500 * time.Millisecond, Replication: redisstore.Replication{Timeout: 500 * time.Millisecond},
 		Log: slog.Default()}
 }
 
@@ -63,6 +77,8 @@ func (c Config) withDefaults() Config {
 	c.RateLimit = cmp.Or(c.RateLimit, d.RateLimit)
 	c.RateBurst = cmp.Or(c.RateBurst, d.RateBurst)
 	c.PromoteRate = cmp.Or(c.PromoteRate, d.PromoteRate)
+	c.StoreTimeout = cmp.Or(c.StoreTimeout, d.StoreTimeout)
+	c.ColdLockTimeout = cmp.Or(c.ColdLockTimeout, d.ColdLockTimeout)
 	c.Replication.Timeout = cmp.Or(c.Replication.Timeout, d.Replication.Timeout)
 	c.Log = cmp.Or(c.Log, d.Log)
 	return c
@@ -84,6 +100,15 @@ func (c Config) Validate() error {
 	}
 	if c.CacheMaxAge <= 0 {
 		errs = append(errs, fmt.Errorf("CacheMaxAge must be positive, got %v", c.CacheMaxAge))
+	}
+	if c.StoreTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("StoreTimeout must be positive, got %v", c.StoreTimeout))
+	}
+	if c.ColdLockTimeout <= 0 || c.ColdLockTimeout >= c.StoreTimeout {
+		errs = append(errs, fmt.Errorf("ColdLockTimeout must be positive and below StoreTimeout (%v), got %v", c.StoreTimeout, c.ColdLockTimeout))
+	}
+	if c.Replication.Replicas > 0 && c.Replication.Timeout >= c.StoreTimeout {
+		errs = append(errs, fmt.Errorf("Replication.Timeout must be below StoreTimeout (%v), got %v", c.StoreTimeout, c.Replication.Timeout))
 	}
 	if c.Replication.Replicas < 0 {
 		errs = append(errs, fmt.Errorf("Replication.Replicas must not be negative, got %d", c.Replication.Replicas))
@@ -111,6 +136,8 @@ type Service struct {
 	metrics *metrics
 	log     *slog.Logger
 
+	storeTimeout time.Duration // of one bid's store calls
+
 	hotIDs    sync.Map // auction id -> struct{}: known hot (mode only goes COLD -> HOT)
 	promoting sync.Map // auction id -> struct{}: automatic promotion under way
 }
@@ -124,14 +151,17 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, cfg Config, reg prometheus
 	pub := &publisher{rs: rs, metrics: m}
 	s := &Service{
 		db: db, rdb: rdb, rs: rs, store: store, cache: cache, metrics: m,
-		cold:    &cold{store: store, cache: cache, pub: pub},
-		limiter: newLimiter(rs, cfg.RateLimit, cfg.RateBurst),
+		cold:    &cold{db: db, store: store, cache: cache, pub: pub, lockTimeout: cfg.ColdLockTimeout},
+		limiter: newLimiter(rs, cfg.RateLimit, cfg.RateBurst, cfg.StoreTimeout),
 		heat:    newHeatMeter(cfg.PromoteRate),
 		log:     cfg.Log,
+
+		storeTimeout: cfg.StoreTimeout,
 	}
 	s.hot = &hot{rs: rs, db: db, cache: cache, limiter: s.limiter, metrics: m, onAccepted: cfg.OnHotAccepted}
 	s.hot.batches = newBatchers(cfg.MaxBatch, cfg.MaxQueue, cfg.BatchIdle, s.hot.runBatch)
 	s.hot.batches.observe = func(n int) { m.batchSize.Observe(float64(n)) }
+	s.hot.batches.timeout = cfg.StoreTimeout
 	return s
 }
 
@@ -172,8 +202,9 @@ func (s *Service) Auction(ctx context.Context, id int64) (bidgate.Auction, error
 // (new or replayed) or one of bidgate's errors: ErrAuctionNotFound,
 // ErrAuctionClosed, a *BidTooLowError, ErrIdempotencyKeyReused,
 // ErrSelfBidding, ErrAlreadyLeading, ErrMaxNotRaised, ErrBuyNowUnavailable,
-// a *RateLimitedError, ErrOverloaded, an *InputError, ErrUnavailable;
-// anything else is a bug.
+// a *RateLimitedError, ErrOverloaded, an *InputError, ErrUnavailable (a
+// *bidgate.TimeoutError when the stores did not answer within
+// StoreTimeout); anything else is a bug.
 func (s *Service) PlaceBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidResult, error) {
 	if err := r.Validate(); err != nil {
 		return bidgate.BidResult{}, err
@@ -182,7 +213,10 @@ func (s *Service) PlaceBid(ctx context.Context, r bidgate.BidRequest) (bidgate.B
 	if r.BuyNow {
 		place = s.buyNow
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.storeTimeout)
+	defer cancel()
 	res, err := place(ctx, r)
+	err = timedOut(err, false)
 	switch {
 	case errors.Is(err, bidgate.ErrRateLimited):
 		s.metrics.rateLimited.Inc()
@@ -205,7 +239,7 @@ func (s *Service) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.B
 		// does not know may be refused from the cache.
 		known, err := s.knowsRequest(ctx, r)
 		if err != nil {
-			return bidgate.BidResult{}, err
+			return bidgate.BidResult{}, timedOut(err, true)
 		}
 		if !known {
 			s.metrics.earlyRejects.Inc()
@@ -213,7 +247,7 @@ func (s *Service) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.B
 		}
 	}
 	if err := s.limiter.allow(ctx, r.BidderID); err != nil {
-		return bidgate.BidResult{}, err
+		return bidgate.BidResult{}, timedOut(err, true) // the bid itself was not sent
 	}
 	res, err := s.cold.placeBid(ctx, r)
 	if errors.Is(err, errNotCold) {
@@ -234,6 +268,25 @@ func (s *Service) knowsRequest(ctx context.Context, r bidgate.BidRequest) (bool,
 		return false, err
 	}
 	return v.Existing != nil || v.Mode != bidgate.ModeCold, nil
+}
+
+// timedOut marks err, when a store call ran out of time, as a
+// *bidgate.TimeoutError: undecided when the caller knows the bid was not
+// sent to the store that decides it, else one that may still be decided.
+// An err that says already is left alone.
+func timedOut(err error, undecided bool) error {
+	var t *bidgate.TimeoutError
+	if err == nil || errors.As(err, &t) || !isTimeout(err) {
+		return err
+	}
+	return &bidgate.TimeoutError{Undecided: undecided, Err: err}
+}
+
+// isTimeout reports whether err is a deadline that passed: the context's,
+// a PostgreSQL connection's or a Redis connection's.
+func isTimeout(err error) bool {
+	var netErr net.Error
+	return errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) || (errors.As(err, &netErr) && netErr.Timeout())
 }
 
 // classify marks store outages as bidgate.ErrUnavailable so that callers can

@@ -141,9 +141,14 @@ func (c *config) registerShard(fs *settings.FlagSet) {
 		"answer hot bids only once this many Redis replicas hold them (one WAIT per batch; 0: do not wait, a failover may lose acknowledged bids)")
 	fs.DurationVar(&c.Shard.Replication.Timeout, "redis-wait-timeout", d.Replication.Timeout,
 		"how long a batch waits for --redis-wait-replicas before its bidders get 503")
+	fs.DurationVar(&c.Shard.StoreTimeout, "store-timeout", d.StoreTimeout,
+		"budget of one bid's store calls; past it the bid gets 503 store_timeout (below --request-timeout and the forwarder's 2s)")
+	fs.DurationVar(&c.Shard.ColdLockTimeout, "cold-lock-timeout", d.ColdLockTimeout,
+		"how long PostgreSQL lets a cold bid wait for its auction's row lock and run before it cancels it (below --store-timeout)")
 	fs.Check(func() error { return c.Shard.Validate() }, map[string]string{
 		"MaxBatch": "hot-batch", "MaxQueue": "hot-queue", "RateBurst": "rate-burst", "CacheMaxAge": "price-cache-age",
-		"Replication.Replicas": "redis-wait-replicas", "Replication.Timeout": "redis-wait-timeout"})
+		"Replication.Replicas": "redis-wait-replicas", "Replication.Timeout": "redis-wait-timeout",
+		"StoreTimeout": "store-timeout", "ColdLockTimeout": "cold-lock-timeout"})
 }
 
 func (c *config) registerFanout(fs *settings.FlagSet) {

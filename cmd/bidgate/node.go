@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -59,14 +60,19 @@ func (n *node) openStores(ctx context.Context) error {
 	return nil
 }
 
+// ready asks PostgreSQL and Redis at once whether they answer, each within
+// ctx's deadline: one stalled store neither delays nor hides the other.
 func (n *node) ready(ctx context.Context) error {
-	if err := n.db.Ping(ctx); err != nil {
-		return fmt.Errorf("PostgreSQL: %w", err)
-	}
+	pg := make(chan error, 1)
+	go func() { pg <- n.db.Ping(ctx) }()
+	var pgErr, redisErr error
 	if err := n.rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis: %w", err)
+		redisErr = fmt.Errorf("redis: %w", err)
 	}
-	return nil
+	if err := <-pg; err != nil {
+		pgErr = fmt.Errorf("PostgreSQL: %w", err)
+	}
+	return errors.Join(pgErr, redisErr)
 }
 
 // connectKafka uses the configured brokers, or starts the embedded one. It

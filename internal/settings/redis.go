@@ -1,8 +1,10 @@
 package settings
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"bidgate/persist/redisstore"
 )
@@ -14,6 +16,7 @@ type Redis struct {
 	Password string
 	TLS      bool
 	TLSCA    string // PEM file of the CA the servers' certificates chain to; implies TLS
+	Timeout  time.Duration
 }
 
 // Register adds every Redis flag (--redis-addrs, --redis-username,
@@ -24,6 +27,8 @@ func (r *Redis) Register(fs *FlagSet) {
 	r.RegisterPassword(fs)
 	fs.BoolVar(&r.TLS, "redis-tls", false, "connect to Redis over TLS")
 	fs.StringVar(&r.TLSCA, "redis-tls-ca", "", "PEM file of the CA Redis's certificate chains to (implies --redis-tls; empty: the system's roots)")
+	fs.DurationVar(&r.Timeout, "redis-timeout", redisstore.DefaultConfig().Timeout,
+		"bound of one Redis call (connect, send, answer, wait for a pooled connection), under any tighter deadline of its caller")
 	fs.Check(func() error { _, err := r.Config(); return err }, nil)
 }
 
@@ -44,5 +49,9 @@ func (r Redis) Config() (redisstore.Config, error) {
 	if err != nil {
 		return redisstore.Config{}, fmt.Errorf("--redis-tls-ca: %w", err)
 	}
-	return redisstore.Config{Addrs: strings.Split(r.Addrs, ","), Username: r.Username, Password: r.Password, TLS: tlsConfig}, nil
+	if r.Timeout < 0 {
+		return redisstore.Config{}, errors.New("--redis-timeout must not be negative")
+	}
+	return redisstore.Config{Addrs: strings.Split(r.Addrs, ","), Username: r.Username, Password: r.Password, TLS: tlsConfig,
+		Timeout: r.Timeout}, nil
 }

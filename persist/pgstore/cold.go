@@ -1,13 +1,16 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/shopspring/decimal"
 
 	"bidgate"
@@ -18,6 +21,8 @@ var (
 	coldBidSQL string
 	//go:embed sql/look_up.sql
 	lookUpSQL string
+	//go:embed sql/limit_statement.sql
+	limitStatementSQL string
 )
 
 // ColdView is what PostgreSQL holds of an auction and of an earlier bid
@@ -78,22 +83,49 @@ func (s *Store) LookUpBid(ctx context.Context, r bidgate.BidRequest) (ColdView, 
 // wrote nothing (the bid lost a race to a higher bid, the end, a promotion
 // or a request with the same key, or the leader's bid changes nothing); a
 // new LookUpBid then explains why.
-func (s *Store) PlaceColdBid(ctx context.Context, r bidgate.BidRequest) (res bidgate.BidResult, leader int64, placed bool, err error) {
+//
+// limit bounds the statement inside PostgreSQL: how long it waits for the
+// auction's row lock and runs. Past it the server cancels the statement,
+// which then never commits, and the error is an undecided
+// *bidgate.TimeoutError. The limit and the statement go in one round trip,
+// as one implicit transaction; s.DB must be a pool, not a transaction.
+func (s *Store) PlaceColdBid(ctx context.Context, r bidgate.BidRequest, limit time.Duration) (res bidgate.BidResult, leader int64, placed bool, err error) {
 	b := bidgate.Bid{AuctionID: r.AuctionID, BidderID: r.BidderID, Kind: r.Kind(), RequestID: r.RequestID}
 	if r.Proxy {
 		b.MaxAmount = decimal.NewNullDecimal(r.Amount)
 	}
-	err = s.DB.QueryRow(ctx, coldBidSQL, r.AuctionID, r.BidderID, r.Amount, r.RequestID, string(r.Kind()),
-		bidgate.AutomaticRequestID(r.RequestID)).
-		Scan(&b.Seq, &b.AcceptedAt, &b.EndTime, &b.Amount, &res.Leading, &res.CurrentPrice, &leader)
+	batch := &pgx.Batch{}
+	batch.Queue(limitStatementSQL, strconv.FormatInt(max(limit.Milliseconds(), 1), 10))
+	batch.Queue(coldBidSQL, r.AuctionID, r.BidderID, r.Amount, r.RequestID, string(r.Kind()),
+		bidgate.AutomaticRequestID(r.RequestID))
+	results := s.DB.SendBatch(ctx, batch)
+	_, err = results.Exec()
+	if err == nil {
+		err = results.QueryRow().Scan(&b.Seq, &b.AcceptedAt, &b.EndTime, &b.Amount, &res.Leading, &res.CurrentPrice, &leader)
+	}
+	// Close reads to the end of the batch: its commit.
+	if closeErr := results.Close(); err == nil || errors.Is(err, pgx.ErrNoRows) {
+		err = cmp.Or(closeErr, err)
+	}
 	res.Bid = b
 	switch {
 	case err == nil:
 		return res, leader, true, nil
 	case errors.Is(err, pgx.ErrNoRows), IsUniqueViolation(err, "bid_auction_id_request_id_key"):
 		return res, 0, false, nil
+	case cancelledByServer(err):
+		return res, 0, false, &bidgate.TimeoutError{Undecided: true,
+			Err: fmt.Errorf("cold bid on auction %d: PostgreSQL cancelled it after %v: %w", r.AuctionID, limit, err)}
 	}
 	return res, 0, false, fmt.Errorf("cold bid on auction %d: %w", r.AuctionID, err)
+}
+
+// cancelledByServer reports whether PostgreSQL cancelled a statement at a
+// limit of its own (lock_not_available, query_canceled): the statement
+// failed, and its transaction was rolled back.
+func cancelledByServer(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "57014")
 }
 
 // ColdBidSQL is the cold path's statement, with parameters auction id,

@@ -19,12 +19,17 @@ type Config struct {
 	Password    string        // empty: none
 	TLS         *tls.Config   // nil: plaintext
 	PingTimeout time.Duration // how long Open waits for the first answer
+	// Timeout bounds each call on its own: connecting, sending, reading the
+	// answer, waiting for a free pooled connection. A caller's context
+	// deadline bounds it too, whichever is first, so that a stalled server
+	// holds nobody past their budget.
+	Timeout time.Duration
 }
 
 // DefaultConfig is the one statement of the Redis defaults: Open fills a
 // zero field from it, and the command line's flags take theirs from it.
 func DefaultConfig() Config {
-	return Config{Addrs: []string{"127.0.0.1:6379"}, PingTimeout: 5 * time.Second}
+	return Config{Addrs: []string{"127.0.0.1:6379"}, PingTimeout: 5 * time.Second, Timeout: 2 * time.Second}
 }
 
 // withDefaults returns c with every zero field taken from DefaultConfig.
@@ -34,6 +39,7 @@ func (c Config) withDefaults() Config {
 		c.Addrs = d.Addrs
 	}
 	c.PingTimeout = cmp.Or(c.PingTimeout, d.PingTimeout)
+	c.Timeout = cmp.Or(c.Timeout, d.Timeout)
 	return c
 }
 
@@ -46,6 +52,12 @@ func Open(ctx context.Context, c Config) (redis.UniversalClient, error) {
 		Username:  c.Username,
 		Password:  c.Password,
 		TLSConfig: c.TLS,
+
+		DialTimeout:           c.Timeout,
+		ReadTimeout:           c.Timeout,
+		WriteTimeout:          c.Timeout,
+		PoolTimeout:           c.Timeout,
+		ContextTimeoutEnabled: true,
 	})
 	pingCtx, cancel := context.WithTimeout(ctx, c.PingTimeout)
 	defer cancel()
