@@ -12,8 +12,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // syncBuffer is a log sink safe for the server's goroutines.
@@ -40,24 +38,7 @@ func (s *syncBuffer) String() string {
 func TestMalformedRequestsAreNotEchoed(t *testing.T) {
 	const secret = "s3cr3t-t0ken-of-the-client"
 	var logs syncBuffer
-	srv := New(Config{Auth: testVerifier(t)}, nil, func(context.Context) error { return nil }, prometheus.NewRegistry(),
-		slog.New(slog.NewTextHandler(&logs, nil)))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	_, addr := rawServer(t, Config{}, slog.NewTextHandler(&logs, nil))
 
 	requests := []string{
 		"GET /auctions/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + secret + "\r\nCookie: s=" + secret + "\r\nContent-Length: abc\r\n\r\n",
@@ -67,7 +48,7 @@ func TestMalformedRequestsAreNotEchoed(t *testing.T) {
 	}
 	for range 20 {
 		for _, raw := range requests {
-			answer := send(t, ln.Addr().String(), raw)
+			answer := send(t, addr, raw)
 			if strings.Contains(answer, secret) {
 				t.Fatalf("the answer to a malformed request echoes it:\n%s", answer)
 			}
