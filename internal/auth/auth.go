@@ -12,6 +12,7 @@
 package auth
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -61,14 +62,45 @@ type Config struct {
 	JWKS     json.RawMessage // a fixed set (the dev key's)
 	Issuer   string          // required iss
 	Audience string          // required in aud
-	// Leeway is the clock skew allowed on exp and nbf; default and at most
-	// MaxLeeway.
+	// Leeway is the clock skew allowed on exp and nbf; more than MaxLeeway
+	// is cut to it.
 	Leeway    time.Duration
-	FileCheck time.Duration // how often a file or fetched set is checked for changes; default 5s
-	// CacheSize bounds the verified tokens kept; default 65536, negative
-	// keeps none (every token is checked every time).
+	FileCheck time.Duration // how often a file or fetched set is checked for changes
+	// CacheSize bounds the verified tokens kept; negative keeps none
+	// (every token is checked every time).
 	CacheSize int
 	Log       *slog.Logger
+}
+
+// DefaultConfig is the one statement of the verifier's defaults:
+// NewVerifier fills a zero field from it.
+func DefaultConfig() Config {
+	return Config{Leeway: MaxLeeway, FileCheck: 5 * time.Second, CacheSize: 65536}
+}
+
+// withDefaults returns c with every zero field taken from DefaultConfig.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	c.Leeway = min(cmp.Or(c.Leeway, d.Leeway), MaxLeeway)
+	c.FileCheck = cmp.Or(c.FileCheck, d.FileCheck)
+	c.CacheSize = cmp.Or(c.CacheSize, d.CacheSize)
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	return c
+}
+
+// Validate reports a configuration no verifier can run with.
+func (c Config) Validate() error {
+	switch {
+	case c.Issuer == "" || c.Audience == "":
+		return errors.New("token verification needs an issuer and an audience")
+	case c.Leeway < 0:
+		return fmt.Errorf("the token leeway must not be negative, got %s", c.Leeway)
+	case c.FileCheck < 0:
+		return fmt.Errorf("the JWKS check interval must not be negative, got %s", c.FileCheck)
+	}
+	return nil
 }
 
 // Verifier checks bearer tokens. It is safe for concurrent use.
@@ -86,17 +118,9 @@ type Verifier struct {
 // NewVerifier returns a Verifier; a key source that runs in the background
 // (a watched file, a fetched URL) stops when ctx ends.
 func NewVerifier(ctx context.Context, cfg Config) (*Verifier, error) {
-	if cfg.Issuer == "" || cfg.Audience == "" {
-		return nil, errors.New("token verification needs an issuer and an audience")
-	}
-	if cfg.Leeway <= 0 || cfg.Leeway > MaxLeeway {
-		cfg.Leeway = MaxLeeway
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.Default()
-	}
-	if cfg.CacheSize == 0 {
-		cfg.CacheSize = 65536
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	cache := newTokenCache(cfg.CacheSize)
 	keys, recheck, err := openKeySet(ctx, cfg, cache.clear)

@@ -44,14 +44,14 @@ func openKeySet(ctx context.Context, cfg Config, changed func()) (keys jwt.Keyfu
 		w := &storageWatch{k: k, changed: changed}
 		// A failed check changes nothing; run's checks log failures.
 		_ = w.check(ctx)
-		go w.run(ctx, cmpDuration(cfg.FileCheck, 5*time.Second), cfg.Log)
+		go w.run(ctx, cfg.FileCheck, cfg.Log)
 		return k.Keyfunc, func() { _ = w.check(ctx) }, nil
 	case cfg.JWKSFile != "":
 		f := &fileKeySet{path: cfg.JWKSFile}
 		if err := f.load(); err != nil {
 			return nil, nil, err
 		}
-		go f.watch(ctx, cmpDuration(cfg.FileCheck, 5*time.Second), cfg, changed)
+		go f.watch(ctx, cfg.FileCheck, cfg, changed)
 		return f.keyfunc, nil, nil
 	}
 	k, err := keyfunc.NewJWKSetJSON(cfg.JWKS)
@@ -152,11 +152,4 @@ func (w *storageWatch) check(ctx context.Context) error {
 	}
 	w.last = now
 	return nil
-}
-
-func cmpDuration(v, def time.Duration) time.Duration {
-	if v > 0 {
-		return v
-	}
-	return def
 }
