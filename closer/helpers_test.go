@@ -38,7 +38,7 @@ func newEnv(t testing.TB, conns int32, cfg Config) *env {
 	rdb := testredis.Client(t)
 	return &env{
 		db: db, rdb: rdb,
-		shards: shard.New(db, rdb, shard.Config{RateLimit: -1, PromoteRate: -1}, prometheus.NewRegistry()),
+		shards: shard.New(db, rdb, shard.Config{RateLimit: -1, PromoteRate: -1, StoreTimeout: testStoreTimeout}, prometheus.NewRegistry()),
 		closer: New(db, rdb, cfg, prometheus.NewRegistry()),
 	}
 }
@@ -221,3 +221,9 @@ func count(t testing.TB, db *pgxpool.Pool, query string, args ...any) int {
 
 // quiet is a logger for tests that fail on purpose.
 var quiet = slog.New(slog.DiscardHandler)
+
+// testStoreTimeout is the bid budget of these tests' shards: they check
+// what is decided, not how fast, and a loaded test machine can take longer
+// than the production default (shard TestColdBidGivesUpOnALockedRow and
+// cmd/bidgate's stall tests check that budget).
+const testStoreTimeout = time.Minute

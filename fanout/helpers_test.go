@@ -49,7 +49,7 @@ func newEnv(tb testing.TB) *env {
 }
 
 func newShard(db *pgxpool.Pool, rdb redis.UniversalClient) *shard.Service {
-	return shard.New(db, rdb, shard.Config{RateLimit: -1, PromoteRate: -1}, prometheus.NewRegistry())
+	return shard.New(db, rdb, shard.Config{RateLimit: -1, PromoteRate: -1, StoreTimeout: testStoreTimeout}, prometheus.NewRegistry())
 }
 
 // node is a Hub behind a real fasthttp server on 127.0.0.1.
@@ -400,3 +400,9 @@ func leader(m wireMessage) int64 {
 	}
 	return *m.LeaderID
 }
+
+// testStoreTimeout is the bid budget of these tests' shards: they check
+// what is decided, not how fast, and a loaded test machine can take longer
+// than the production default (shard TestColdBidGivesUpOnALockedRow and
+// cmd/bidgate's stall tests check that budget).
+const testStoreTimeout = time.Minute

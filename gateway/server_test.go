@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -126,6 +127,7 @@ func startGateway(t testing.TB, gw Config, cfg shard.Config) (*testServer, *pgxp
 	t.Helper()
 	db, _ := testdb.New(t, 32)
 	reg := prometheus.NewRegistry()
+	cfg.StoreTimeout = cmp.Or(cfg.StoreTimeout, testStoreTimeout)
 	s := serveWith(t, gw, shard.New(db, testredis.Client(t), cfg, reg), db.Ping)
 	s.reg = reg
 	return s, db
@@ -276,3 +278,9 @@ func (s *testServer) doWith(c *http.Client, method, path string, body any, heade
 	}
 	return out
 }
+
+// testStoreTimeout is the bid budget of these tests' shards: they check
+// what is decided, not how fast, and a loaded test machine can take longer
+// than the production default (shard TestColdBidGivesUpOnALockedRow and
+// cmd/bidgate's stall tests check that budget).
+const testStoreTimeout = time.Minute

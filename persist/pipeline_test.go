@@ -43,7 +43,7 @@ func newPipeline(t testing.TB) *pipeline {
 	db, _ := testdb.New(t, 16)
 	rdb := testredis.Client(t)
 	p := &pipeline{t: t, db: db, rdb: rdb, wrote: make(chan struct{}, 1),
-		shard: shard.New(db, rdb, shard.Config{RateLimit: -1, PromoteRate: -1}, prometheus.NewRegistry())}
+		shard: shard.New(db, rdb, shard.Config{RateLimit: -1, PromoteRate: -1, StoreTimeout: testStoreTimeout}, prometheus.NewRegistry())}
 	p.startBroker(testport.Free(t))
 	return p
 }
@@ -352,3 +352,9 @@ func (p *pipeline) waitRelayed(auction int64) {
 		return cur, cur == last[0].ID
 	})
 }
+
+// testStoreTimeout is the bid budget of these tests' shards: they check
+// what is decided, not how fast, and a loaded test machine can take longer
+// than the production default (shard TestColdBidGivesUpOnALockedRow and
+// cmd/bidgate's stall tests check that budget).
+const testStoreTimeout = time.Minute
