@@ -9,8 +9,15 @@ REDISPORT ?= 6379
 export BIDGATE_POSTGRES_URL ?= postgres://$(PGUSER)@$(PGHOST):$(PGPORT)/$(DBNAME)?sslmode=disable
 
 STATICCHECK = go run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# The OpenAPI linter, pinned; npx fetches it into npm's cache: $HOME's, or
+# .cache/npm of the checkout where $HOME is not writable (a CI container).
+# Redocly's telemetry and update notice are off.
+REDOCLY = npx --yes @redocly/cli@2.77.0
+export npm_config_cache ?= $(if $(shell test -n "$(HOME)" -a -w "$(HOME)" && echo y),$(HOME)/.npm,$(CURDIR)/.cache/npm)
+export REDOCLY_TELEMETRY = off
+export REDOCLY_SUPPRESS_UPDATE_NOTICE = true
 
-.PHONY: run run-one build test test-cluster test-deploy docs-check fuzz chaos bench demo loadtest lint check-file-sizes db check-postgres check-redis
+.PHONY: run run-one build test test-cluster test-deploy docs-check fuzz chaos bench demo loadtest lint lint-openapi lint-asyncapi lint-typescript check-file-sizes db check-postgres check-redis
 
 ## run: a local 3-node cluster on :8080-8082 with the embedded Kafka broker, on the local PostgreSQL and Redis
 run: db check-redis build
@@ -52,7 +59,8 @@ test-deploy: build
 
 ## docs-check: README.md, docs/*.md and deploy/README.md against the code: every path, test, metric, link, flag and
 ## default they name exists, and every shell example marked runnable (```sh runnable) passes, page by page, against a
-## fresh `bidgate dev` cluster that it starts and stops (ports 8080-8082, 8180-8182, 8280-8282, 8380-8382 and 9092 free)
+## fresh `bidgate dev` cluster that it starts and stops, behind proxies that check every answer against the OpenAPI documents
+## (ports 8080-8082 and 8380-8382 for the proxies, 18080-18082, 18180-18182, 18280-18282, 18380-18382 and 9092 free)
 docs-check: db check-redis build
 	go build -o bin/bidbench ./cmd/bidbench
 	go build -o bin/docscheck ./internal/docscheck
@@ -88,13 +96,34 @@ demo: db check-redis
 loadtest:
 	go run ./cmd/bidbench flash-sale --duration 20s --targets http://127.0.0.1:8080,http://127.0.0.1:8081,http://127.0.0.1:8082
 
-## lint: no tracked file over 1 MiB, gofmt, go vet and staticcheck (also on make test-cluster's build)
-lint: check-file-sizes
+## lint: no tracked file over 1 MiB, the OpenAPI and AsyncAPI documents, a TypeScript client typed from them, gofmt, go vet and staticcheck (also on make test-cluster's build)
+lint: check-file-sizes lint-openapi lint-asyncapi lint-typescript
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed on:"; gofmt -l .; exit 1; }
 	go vet ./...
 	go vet -tags rediscluster ./...
 	$(STATICCHECK) ./...
 	$(STATICCHECK) -tags rediscluster ./...
+
+## lint-openapi: the OpenAPI documents (gateway/openapi) through Redocly's recommended rules, every warning an error (needs Node.js 20.19+ and npx)
+lint-openapi:
+	$(REDOCLY) lint --config gateway/openapi/redocly.yaml gateway/openapi/public.json gateway/openapi/admin.json
+
+## lint-typescript: generates TypeScript types from the OpenAPI documents (openapi-typescript) and compiles a web
+## client written against them (gateway/openapi/typescript/client.ts, openapi-fetch) with tsc --strict; the npm
+## packages are pinned in its package-lock.json
+lint-typescript:
+	@command -v npm >/dev/null || { echo "lint-typescript needs Node.js and npm (Debian: apt-get install nodejs npm)"; exit 1; }
+	cd gateway/openapi/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run -s generate && npm run -s check
+
+## lint-asyncapi: internal/asyncapi/asyncapi.yaml and its schemas through the AsyncAPI CLI's validate (the spec, every
+## reference and schema, its governance rules; a warning fails). Needs Node.js 20+ and npm; npx fetches the pinned CLI
+## once. Its usage analytics are off.
+ASYNCAPI_CLI ?= @asyncapi/cli@6.2.0
+lint-asyncapi:
+	@command -v npx >/dev/null || { echo "lint-asyncapi needs Node.js and npm (Debian: apt-get install nodejs npm)"; exit 1; }
+	@cfg=$$(mktemp) && trap 'rm -f "$$cfg"' EXIT && \
+	  echo '{"analyticsEnabled":"false","infoMessageShown":"true","userID":"bidgate-lint"}' >"$$cfg" && \
+	  ASYNCAPI_METRICS_CONFIG_PATH="$$cfg" SUPPRESS_NO_CONFIG_WARNING=1 npx --yes $(ASYNCAPI_CLI) validate --fail-severity warn internal/asyncapi/asyncapi.yaml
 
 ## check-file-sizes: fails on a tracked file over 1 MiB (a binary or a data dump does not belong in git)
 check-file-sizes:

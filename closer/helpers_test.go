@@ -48,18 +48,24 @@ func newEnv(t testing.TB, conns int32, cfg Config) *env {
 // unless window is set.
 func (e *env) newAuction(t testing.TB, hot bool, start string, window time.Duration) bidgate.Auction {
 	t.Helper()
-	a, err := e.shards.CreateAuction(ctx, bidgate.NewAuction{
+	return e.create(t, bidgate.NewAuction{
 		SellerID: 9_000_007, Title: "closer test lot", StartPrice: decimal.RequireFromString(start),
 		MinIncrement: decimal.RequireFromString("1"), EndTime: time.Now().Add(time.Hour),
 		ExtendWindow: window, ExtendBy: time.Second, Hot: hot,
 	})
+}
+
+// create creates n through the shard; a hot one's Redis keys go when the
+// test ends.
+func (e *env) create(t testing.TB, n bidgate.NewAuction) bidgate.Auction {
+	t.Helper()
+	a, err := e.shards.CreateAuction(ctx, n)
 	if err != nil {
 		t.Fatalf("create auction: %v", err)
 	}
-	if hot {
-		k := redisstore.KeysOf(a.ID)
+	if n.Hot {
 		t.Cleanup(func() {
-			if err := e.rdb.Del(context.Background(), k.State, k.Reqs, k.Log, k.Relayed, k.Persisted).Err(); err != nil {
+			if err := redisstore.New(e.rdb).Delete(context.Background(), a.ID); err != nil {
 				t.Errorf("delete the keys of auction %d: %v", a.ID, err)
 			}
 		})

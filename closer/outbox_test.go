@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
@@ -14,7 +15,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
+	"github.com/shopspring/decimal"
 
+	"bidgate/internal/asyncapi"
 	"bidgate/internal/testmetrics"
 	"bidgate/internal/testport"
 	"bidgate/persist"
@@ -61,6 +64,7 @@ func checkMessages(t testing.TB, db *pgxpool.Pool, msgs []kafka.Message) {
 	}
 	seen := map[string]bool{}
 	for _, m := range msgs {
+		checkContract(t, m)
 		payload, ok := want[string(m.Key)]
 		if !ok {
 			t.Fatalf("message with key %q matches no outbox row", m.Key)
@@ -72,6 +76,20 @@ func checkMessages(t testing.TB, db *pgxpool.Pool, msgs []kafka.Message) {
 	}
 	if len(seen) != len(want) {
 		t.Fatalf("%d of %d outbox rows were published", len(seen), len(want))
+	}
+}
+
+// checkContract asserts that m, as read from the broker, is a message of
+// the AsyncAPI document: key, value, and the signature's headers when the
+// relay signed (these tests' relays without a key send none).
+func checkContract(t testing.TB, m kafka.Message) {
+	t.Helper()
+	validate := asyncapi.ValidateKafka
+	if len(m.Headers) == 0 {
+		validate = asyncapi.ValidateKafkaUnsigned
+	}
+	if err := validate(m); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -89,7 +107,13 @@ func startBroker(t testing.TB, port int) *pkafka.Embedded {
 // brokers have one), without a consumer group.
 func readTopic(t testing.TB, addrs []string, n int) []kafka.Message {
 	t.Helper()
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: addrs, Topic: bidgate.TopicAuctionClosed, Partition: 0,
+	return readMessages(t, addrs, bidgate.TopicAuctionClosed, n)
+}
+
+// readMessages reads n messages of topic from partition 0.
+func readMessages(t testing.TB, addrs []string, topic string, n int) []kafka.Message {
+	t.Helper()
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: addrs, Topic: topic, Partition: 0,
 		MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 100 * time.Millisecond})
 	defer func() {
 		if err := r.Close(); err != nil {
@@ -354,5 +378,115 @@ WHERE datname = current_database() AND query = 'LISTEN outbox' AND state = 'idle
 	// Run gave its connection back to the pool, no longer listening.
 	if c := count(t, e.db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN outbox'`); c != 0 {
 		t.Fatalf("%d connections still listening after Run", c)
+	}
+}
+
+// TestOutboxEventsMatchTheContract: every kind of auction-closed event
+// (a winner, nobody bid, below and at a reserve, bought now, cold and hot)
+// and auction-cancelled event (cold and hot), as the signed outbox relays
+// put them on a real broker, is a message of the AsyncAPI document: key,
+// signature headers and value, with no undocumented field.
+func TestOutboxEventsMatchTheContract(t *testing.T) {
+	e := newEnv(t, 8, Config{})
+	const seller = 9_000_007
+	create := func(hot bool, reserve, buyNow string) bidgate.Auction {
+		t.Helper()
+		n := bidgate.NewAuction{SellerID: seller, Title: "contract lot", StartPrice: decimal.NewFromInt(100),
+			MinIncrement: decimal.NewFromInt(1), EndTime: time.Now().Add(time.Hour), ExtendBy: time.Second, Hot: hot}
+		if reserve != "" {
+			n.ReservePrice = decimal.NullDecimal{Decimal: decimal.RequireFromString(reserve), Valid: true}
+		}
+		if buyNow != "" {
+			n.BuyNowPrice = decimal.NullDecimal{Decimal: decimal.RequireFromString(buyNow), Valid: true}
+		}
+		return e.create(t, n)
+	}
+	end := func(a bidgate.Auction) {
+		t.Helper()
+		if a.Mode == bidgate.ModeHot {
+			e.setRedisEnd(t, a.ID, -time.Second)
+		}
+		e.endInPostgres(t, a.ID)
+	}
+	closedIDs := map[int64]string{}
+	for _, hot := range []bool{false, true} {
+		won := create(hot, "", "")
+		e.bid(t, won.ID, 1, "120")
+		e.bid(t, won.ID, 2, "130")
+		end(won)
+		nobody := create(hot, "", "")
+		end(nobody)
+		below := create(hot, "180", "")
+		e.bid(t, below.ID, 1, "150")
+		end(below)
+		met := create(hot, "180", "")
+		e.bid(t, met.ID, 1, "180")
+		end(met)
+		bought := create(hot, "", "500")
+		r := bidRequest(bought.ID, 3, "0")
+		r.Amount, r.BuyNow = decimal.Zero, true
+		if _, err := e.shards.PlaceBid(ctx, r); err != nil {
+			t.Fatalf("buy now: %v", err)
+		}
+		for name, a := range map[string]bidgate.Auction{"won": won, "nobody bid": nobody, "below the reserve": below,
+			"reserve met": met, "bought now": bought} {
+			closedIDs[a.ID] = fmt.Sprintf("%s (hot %v)", name, hot)
+		}
+	}
+	cancelledIDs := map[int64]bool{}
+	for _, hot := range []bool{false, true} {
+		a := create(hot, "", "")
+		if _, err := e.shards.Cancel(ctx, a.ID, seller); err != nil {
+			t.Fatal(err)
+		}
+		cancelledIDs[a.ID] = true
+	}
+	if _, err := e.closer.CloseDue(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	broker := startBroker(t, 0)
+	signer, err := pkafka.ParseSigningKey(base64.StdEncoding.EncodeToString([]byte("the relays' event-signing key!!!")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifier, err := pkafka.NewVerifier(signer.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for topic, want := range map[string]int{bidgate.TopicAuctionClosed: len(closedIDs), bidgate.TopicAuctionCancelled: len(cancelledIDs)} {
+		w := pkafka.NewWriter(broker.Addrs(), topic, pkafka.Security{})
+		defer w.Close()
+		relay := persist.NewOutboxRelay(e.db, w, persist.OutboxConfig{Topic: topic, Signer: signer}, prometheus.NewRegistry())
+		if n, err := relay.PublishPending(ctx); err != nil || n != want {
+			t.Fatalf("%s: published %d, want %d: %v", topic, n, want, err)
+		}
+		for _, m := range readMessages(t, broker.Addrs(), topic, want) {
+			if err := asyncapi.ValidateKafka(m); err != nil {
+				t.Fatal(err)
+			}
+			if !verifier.Verify(m) {
+				t.Fatalf("%s message %s: no valid signature", topic, m.Key)
+			}
+			id, err := strconv.ParseInt(string(m.Key), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var payload struct {
+				AuctionID int64 `json:"auctionId"`
+			}
+			if err := json.Unmarshal(m.Value, &payload); err != nil || payload.AuctionID != id {
+				t.Fatalf("%s message with key %s: value %s", topic, m.Key, m.Value)
+			}
+			if topic == bidgate.TopicAuctionClosed {
+				t.Logf("%s: %s", closedIDs[id], m.Value)
+				delete(closedIDs, id)
+			} else {
+				delete(cancelledIDs, id)
+			}
+		}
+	}
+	if len(closedIDs) != 0 || len(cancelledIDs) != 0 {
+		t.Fatalf("no event for closed %v, cancelled %v", closedIDs, cancelledIDs)
 	}
 }

@@ -1,7 +1,6 @@
 package closer
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -10,7 +9,6 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
-	"bidgate/persist/redisstore"
 )
 
 // TestReserveAtClose: an auction that ends below its hidden reserve closes
@@ -34,21 +32,11 @@ func TestReserveAtClose(t *testing.T) {
 		} {
 			name := map[bool]string{false: "cold", true: "hot"}[hot] + ": " + tc.name
 			t.Run(name, func(t *testing.T) {
-				a, err := e.shards.CreateAuction(ctx, bidgate.NewAuction{
+				a := e.create(t, bidgate.NewAuction{
 					SellerID: 9_000_007, Title: "reserve lot", StartPrice: decimal.NewFromInt(100),
 					MinIncrement: decimal.NewFromInt(1), EndTime: time.Now().Add(time.Hour), ExtendBy: time.Second, Hot: hot,
 					ReservePrice: decimal.NullDecimal{Decimal: decimal.NewFromInt(180), Valid: true},
 				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if hot {
-					t.Cleanup(func() {
-						if err := redisstore.New(e.rdb).Delete(context.Background(), a.ID); err != nil {
-							t.Error(err)
-						}
-					})
-				}
 				for i, amount := range tc.bids {
 					e.bid(t, a.ID, int64(i+1), amount)
 				}

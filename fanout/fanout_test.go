@@ -297,7 +297,7 @@ func TestLaggingViewerIsClosedTooSlow(t *testing.T) {
 		if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err := conn.ReadMessage()
+		_, b, err := conn.ReadMessage()
 		var ce *websocket.CloseError
 		if errors.As(err, &ce) {
 			if ce.Code != websocket.ClosePolicyViolation || ce.Text != reasonSlow {
@@ -307,6 +307,9 @@ func TestLaggingViewerIsClosedTooSlow(t *testing.T) {
 		}
 		if err != nil {
 			t.Fatalf("after %d messages: %v", msgs, err)
+		}
+		if _, err := decodeFrame(b); err != nil {
+			t.Fatal(err)
 		}
 		msgs++
 		time.Sleep(20 * time.Millisecond) // the viewer's own slowness

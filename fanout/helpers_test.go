@@ -25,6 +25,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"bidgate"
+	"bidgate/internal/asyncapi"
 	"bidgate/internal/problem"
 	"bidgate/internal/testdb"
 	"bidgate/internal/testredis"
@@ -152,13 +153,27 @@ func (c *client) read() {
 			c.err = err
 			return
 		}
-		var m wireMessage
-		if err := json.Unmarshal(b, &m); err != nil {
-			c.err = fmt.Errorf("decode %q: %w", b, err)
+		m, err := decodeFrame(b)
+		if err != nil {
+			c.err = err
 			return
 		}
 		c.msgs <- m
 	}
+}
+
+// decodeFrame is the one way the tests read a viewer's frame: it must be a
+// message of the AsyncAPI document (an undocumented field, type or status
+// fails the test that read it), then it is decoded.
+func decodeFrame(b []byte) (wireMessage, error) {
+	var m wireMessage
+	if err := asyncapi.ValidateWebSocket(b); err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("decode %q: %w", b, err)
+	}
+	return m, nil
 }
 
 // next returns the next message, failing the test after d.

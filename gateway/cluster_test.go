@@ -108,7 +108,7 @@ func startNode(t testing.TB, id string, db *pgxpool.Pool, rdb redis.UniversalCli
 	reg := prometheus.NewRegistry()
 	a := shard.New(db, rdb, shard.Config{RateLimit: -1, PromoteRate: -1, Log: log}, reg)
 	srv := New(Config{NodeID: id, Cluster: r, ClusterSecret: clusterSecret, Auth: testVerifier(t)}, a, db.Ping, reg, log)
-	n := &testNode{testServer: &testServer{t: t, base: "http://" + public.Addr().String(), adminBase: "http://" + admin.Addr().String(), reg: reg},
+	n := &testNode{testServer: newTestServer(t, "http://"+public.Addr().String(), "http://"+admin.Addr().String(), reg),
 		id: id, ring: r, srv: srv, ep: serve(srv, public, inner, admin), public: public, inner: inner, adminLn: admin, reg: reg, changes: seen}
 	t.Cleanup(n.stop)
 	return n

@@ -11,12 +11,15 @@ import (
 	"github.com/valyala/fasthttp/pprofhandler"
 
 	"bidgate"
+	"bidgate/gateway/openapi"
 	"bidgate/internal/auth"
 )
 
 // publicRoutes is the clients' API: auctions and bids (unless OpsOnly), the
-// viewers' WebSocket when there are Viewers, and the probes.
-func (s *Server) publicRoutes() fasthttp.RequestHandler {
+// viewers' WebSocket when there are Viewers, the probes and the API's
+// contract. A route added here is added to gateway/openapi/public.json in
+// the same change.
+func (s *Server) publicRoutes() *router.Router {
 	r := s.newRouter()
 	if !s.cfg.OpsOnly {
 		r.POST("/auctions", s.counted("create_auction", s.authorized(auth.ScopeSell, s.createAuction)))
@@ -31,19 +34,21 @@ func (s *Server) publicRoutes() fasthttp.RequestHandler {
 	}
 	r.GET("/healthz", s.counted("healthz", s.healthz))
 	r.GET("/readyz", s.counted("readyz", s.readyz))
-	return r.Handler
+	r.GET("/openapi.json", s.counted("openapi", document(openapi.Public())))
+	return r
 }
 
 // internalRoutes takes only signed bids, forwarded by other nodes.
-func (s *Server) internalRoutes() fasthttp.RequestHandler {
+func (s *Server) internalRoutes() *router.Router {
 	r := s.newRouter()
 	r.POST("/auctions/{id}/bids", s.counted("internal_bid", s.internalBid))
-	return r.Handler
+	return r
 }
 
 // adminRoutes is what operators read, private by default: the cluster's
-// view, the detailed readiness, the metrics of reg and Go's profiler.
-func (s *Server) adminRoutes(reg *prometheus.Registry) fasthttp.RequestHandler {
+// view, the detailed readiness, the metrics of reg, Go's profiler and this
+// listener's contract (gateway/openapi/admin.json, changed with the routes).
+func (s *Server) adminRoutes(reg *prometheus.Registry) *router.Router {
 	r := s.newRouter()
 	if s.cfg.Cluster != nil {
 		r.GET("/cluster/members", s.counted("cluster_members", s.authorized(auth.ScopeOperator, s.clusterMembers)))
@@ -53,7 +58,8 @@ func (s *Server) adminRoutes(reg *prometheus.Registry) fasthttp.RequestHandler {
 	r.GET("/readyz", s.counted("readyz_detail", s.readyzDetail))
 	r.GET("/metrics", fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	r.GET("/debug/pprof/{profile:*}", s.counted("pprof", s.authorized(auth.ScopeOperator, profile)))
-	return r.Handler
+	r.GET("/openapi.json", s.counted("openapi", document(openapi.Admin())))
+	return r
 }
 
 // profile serves Go's profiler (CPU, heap, goroutines): a profile of a node

@@ -53,9 +53,9 @@ func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *
 	if cfg.Cluster != nil {
 		s.forwarder = newForwarder(cfg.Cluster, s.signer, cfg.ForwardTimeout, reg)
 	}
-	s.public = s.newHTTPServer(s.publicRoutes())
-	s.internal = s.newHTTPServer(s.internalRoutes())
-	s.admin = s.newHTTPServer(s.adminRoutes(reg))
+	s.public = s.newHTTPServer(s.publicRoutes().Handler)
+	s.internal = s.newHTTPServer(s.internalRoutes().Handler)
+	s.admin = s.newHTTPServer(s.adminRoutes(reg).Handler)
 	return s
 }
 

@@ -21,6 +21,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"bidgate/gateway/openapi"
+	"bidgate/internal/apitest"
 	"bidgate/internal/auth"
 	"bidgate/internal/await"
 	"bidgate/internal/testdb"
@@ -104,11 +106,38 @@ type testServer struct {
 	base      string
 	adminBase string               // the admin endpoint: /metrics, /cluster/*, detailed /readyz
 	reg       *prometheus.Registry // the shard's metrics
+	// contract is the OpenAPI document of the listener at base, which
+	// every answer must match; nil for the internal endpoint, which has
+	// none.
+	contract *apitest.Contract
+}
+
+// The contracts of the public and the admin listener: the documents the
+// gateway serves (gateway/openapi).
+var (
+	publicContract = sync.OnceValues(func() (*apitest.Contract, error) { return apitest.New(openapi.Public()) })
+	adminContract  = sync.OnceValues(func() (*apitest.Contract, error) { return apitest.New(openapi.Admin()) })
+)
+
+// newTestServer is the testServer of a public listener at base whose admin
+// listener is at adminBase.
+func newTestServer(t testing.TB, base, adminBase string, reg *prometheus.Registry) *testServer {
+	t.Helper()
+	c, err := publicContract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testServer{t: t, base: base, adminBase: adminBase, reg: reg, contract: c}
 }
 
 // admin is the same server's admin endpoint.
 func (s *testServer) admin() *testServer {
-	return &testServer{t: s.t, base: s.adminBase, adminBase: s.adminBase, reg: s.reg}
+	s.t.Helper()
+	c, err := adminContract()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return &testServer{t: s.t, base: s.adminBase, adminBase: s.adminBase, reg: s.reg, contract: c}
 }
 
 // startServer serves a shard without rate limit or automatic promotion, so
@@ -137,11 +166,15 @@ func serveOn(t testing.TB, a Auctions, ready func(context.Context) error) *testS
 	return serveWith(t, Config{}, a, ready)
 }
 
-// serveWith serves a with cfg; without cfg.Auth the server trusts testKey.
+// serveWith serves a with cfg; without cfg.Auth the server trusts testKey,
+// without cfg.NodeID it is node "test".
 func serveWith(t testing.TB, cfg Config, a Auctions, ready func(context.Context) error) *testServer {
 	t.Helper()
 	if cfg.Auth == nil {
 		cfg.Auth = testVerifier(t)
+	}
+	if cfg.NodeID == "" {
+		cfg.NodeID = "test" // the binary requires one: every bid answer names its node
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv := New(cfg, a, ready, prometheus.NewRegistry(), log)
@@ -155,7 +188,7 @@ func serveWith(t testing.TB, cfg Config, a Auctions, ready func(context.Context)
 	}
 	ep := serve(srv, ln, nil, admin)
 	t.Cleanup(func() { ep.stop(t, 5*time.Second) })
-	return &testServer{t: t, base: "http://" + ln.Addr().String(), adminBase: "http://" + admin.Addr().String()}
+	return newTestServer(t, "http://"+ln.Addr().String(), "http://"+admin.Addr().String(), nil)
 }
 
 // endpoints is a Server serving on its listeners.
@@ -232,7 +265,8 @@ func (r response) shows(amount string) bool {
 }
 
 // do sends a request; body is sent as is when it is a string, else as JSON.
-// header holds name, value pairs.
+// header holds name, value pairs. An answer that s's contract does not
+// describe fails the test.
 func (s *testServer) do(method, path string, body any, header ...string) response {
 	s.t.Helper()
 	return s.doWith(http.DefaultClient, method, path, body, header...)
@@ -240,17 +274,21 @@ func (s *testServer) do(method, path string, body any, header ...string) respons
 
 func (s *testServer) doWith(c *http.Client, method, path string, body any, header ...string) response {
 	s.t.Helper()
-	var r io.Reader
+	var sent []byte
 	switch b := body.(type) {
 	case nil:
 	case string:
-		r = bytes.NewBufferString(b)
+		sent = []byte(b)
 	default:
 		j, err := json.Marshal(b)
 		if err != nil {
 			s.t.Fatalf("request body: %v", err)
 		}
-		r = bytes.NewReader(j)
+		sent = j
+	}
+	var r io.Reader
+	if sent != nil {
+		r = bytes.NewReader(sent)
 	}
 	req, err := http.NewRequest(method, s.base+path, r)
 	if err != nil {
@@ -268,6 +306,11 @@ func (s *testServer) doWith(c *http.Client, method, path string, body any, heade
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
 		s.t.Fatalf("%s %s: reading the answer: %v", method, path, err)
+	}
+	if s.contract != nil {
+		if err := s.contract.Check(req, sent, resp, raw); err != nil {
+			s.t.Errorf("%v\n%s", err, raw)
+		}
 	}
 	out := response{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
 	// JSON answers must parse; others (the metrics) stay raw.

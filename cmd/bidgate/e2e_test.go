@@ -25,6 +25,10 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"bidgate"
+	"bidgate/gateway/openapi"
+	"bidgate/internal/apiclient"
+	"bidgate/internal/apitest"
+	"bidgate/internal/asyncapi"
 	"bidgate/internal/auth"
 	"bidgate/internal/await"
 	"bidgate/internal/testdb"
@@ -120,20 +124,88 @@ func startBidgate(t *testing.T) (base, broker string, db *pgxpool.Pool, key *aut
 	return base, fmt.Sprintf("127.0.0.1:%d", kafkaPort), db, key
 }
 
+// contracts are the OpenAPI documents of the public and the admin listener,
+// as the binary serves them.
+var contracts = sync.OnceValues(func() (apitest.Contracts, error) {
+	public, err := apitest.New(openapi.Public())
+	if err != nil {
+		return nil, err
+	}
+	admin, err := apitest.New(openapi.Admin())
+	return apitest.Contracts{public, admin}, err
+})
+
+// checkContract fails the test (t.Errorf: goroutines may call it) when the
+// answer to req is not what the OpenAPI documents describe.
+func checkContract(t *testing.T, req *http.Request, sent []byte, resp *http.Response, raw []byte) {
+	t.Helper()
+	cs, err := contracts()
+	if err != nil {
+		t.Errorf("OpenAPI documents: %v", err)
+		return
+	}
+	if err := cs.Check(req, sent, resp, raw); err != nil {
+		t.Errorf("%v\n%s", err, raw)
+	}
+}
+
+// generatedClient is the Go client generated from the public OpenAPI
+// document (internal/apiclient), talking to base; every exchange it makes
+// is checked against the documents.
+func generatedClient(t *testing.T, base string) *apiclient.ClientWithResponses {
+	t.Helper()
+	cs, err := contracts()
+	if err != nil {
+		t.Fatalf("OpenAPI documents: %v", err)
+	}
+	c, err := apiclient.NewClientWithResponses(base, apiclient.WithHTTPClient(apitest.Doer{Checker: cs,
+		Report: func(err error, body []byte) { t.Errorf("%v\n%s", err, body) }}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// editor sets header's name, value pairs on a generated client's request.
+func editor(header []string) apiclient.RequestEditorFn {
+	return func(_ context.Context, req *http.Request) error {
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		return nil
+	}
+}
+
+// moneyInput is an amount in a generated client's request (t.Errorf:
+// goroutines may call it).
+func moneyInput(t *testing.T, s string) apiclient.MoneyInput {
+	t.Helper()
+	var m apiclient.MoneyInput
+	if err := m.FromMoneyInput0(s); err != nil {
+		t.Errorf("amount %s: %v", s, err)
+	}
+	return m
+}
+
+func ptr[T any](v T) *T { return &v }
+
 // call sends body (none if nil) as JSON with header's name, value pairs and
 // returns the status and the JSON object answered. Any failure fails the
 // test with t.Errorf, so that goroutines may call it too, and returns status
 // 0 (or the status and a nil body when the answer is not a JSON object).
 func call(t *testing.T, method, url string, body any, header ...string) (int, map[string]any) {
 	t.Helper()
-	var r io.Reader
+	var (
+		r    io.Reader
+		sent []byte
+	)
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			t.Errorf("%s %s: request body: %v", method, url, err)
 			return 0, nil
 		}
-		r = bytes.NewReader(b)
+		r, sent = bytes.NewReader(b), b
 	}
 	req, err := http.NewRequest(method, url, r)
 	if err != nil {
@@ -154,6 +226,7 @@ func call(t *testing.T, method, url string, body any, header ...string) (int, ma
 		t.Errorf("%s %s: reading the %d answer: %v", method, url, resp.StatusCode, err)
 		return 0, nil
 	}
+	checkContract(t, req, sent, resp, raw)
 	var out map[string]any
 	if err := json.Unmarshal(raw, &out); err != nil {
 		t.Errorf("%s %s: the %d answer is not a JSON object: %v: %q", method, url, resp.StatusCode, err, raw)
@@ -169,14 +242,19 @@ func call(t *testing.T, method, url string, body any, header ...string) (int, ma
 func TestEndToEnd(t *testing.T) {
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	base, broker, db, signer := startBidgate(t)
-	end := time.Now().Add(3 * time.Second).UTC().Format(time.RFC3339Nano)
-	status, a := call(t, "POST", base+"/auctions", map[string]any{"title": "flash lot",
-		"startPrice": "100", "minIncrement": "1", "endTime": end, "hot": true, "extendWindowSeconds": 0},
-		bearer(t, signer, 1, auth.ScopeSell)...)
-	if status != 201 {
-		t.Fatalf("create: %d %v", status, a)
+	// The test talks to the binary as a client would: through the Go
+	// client generated from the OpenAPI document, every exchange checked
+	// against it.
+	c := generatedClient(t, base)
+	ctx := context.Background()
+	hot, noExtension := true, int64(0)
+	created, err := c.CreateAuctionWithResponse(ctx, apiclient.CreateAuctionRequest{Title: "flash lot",
+		StartPrice: moneyInput(t, "100"), MinIncrement: moneyInput(t, "1"), EndTime: time.Now().Add(3 * time.Second),
+		Hot: &hot, ExtendWindowSeconds: &noExtension}, editor(bearer(t, signer, 1, auth.ScopeSell)))
+	if err != nil || created.JSON201 == nil {
+		t.Fatalf("create: %v %s", err, created.Body)
 	}
-	id := int64(a["id"].(float64))
+	id := created.JSON201.Id
 	closed := watchClose(t, base, id)
 
 	var (
@@ -188,7 +266,7 @@ func TestEndToEnd(t *testing.T) {
 	for g := range 32 {
 		// Bidders 101 to 132 (the seller is 1), each with a token minted
 		// here, on the test's goroutine.
-		authz := bearer(t, signer, int64(101+g), auth.ScopeBid)
+		authz := editor(bearer(t, signer, int64(101+g), auth.ScopeBid))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -197,17 +275,20 @@ func TestEndToEnd(t *testing.T) {
 				if n > 3000 {
 					return
 				}
-				key := uuid.NewString()
-				status, body := call(t, "POST", fmt.Sprintf("%s/auctions/%d/bids", base, id),
-					map[string]any{"amount": 100 + n}, append([]string{"Idempotency-Key", key}, authz...)...)
-				switch status {
-				case 201:
+				key := uuid.New()
+				r, err := c.PlaceBidWithResponse(ctx, id, &apiclient.PlaceBidParams{IdempotencyKey: key},
+					apiclient.BidRequest{Amount: ptr(moneyInput(t, strconv.FormatInt(100+n, 10)))}, authz)
+				switch {
+				case err != nil:
+					t.Errorf("bid: %v", err)
+					return
+				case r.JSON201 != nil:
 					mu.Lock()
-					accepted[key] = float64(100 + n)
+					accepted[key.String()] = float64(100 + n)
 					mu.Unlock()
-				case 409:
+				case r.StatusCode() == 409:
 				default:
-					t.Errorf("bid: %d %v", status, body)
+					t.Errorf("bid: %d %s", r.StatusCode(), r.Body)
 					return
 				}
 			}
@@ -238,12 +319,17 @@ func TestEndToEnd(t *testing.T) {
 	case <-timer.C:
 		t.Fatal("auction not CLOSED 30s after its end: its viewer was not told")
 	}
-	status, got := call(t, "GET", fmt.Sprintf("%s/auctions/%d", base, id), nil)
-	if status != 200 || got["status"] != "CLOSED" || got["currentPrice"] != seen["currentPrice"] || got["leaderId"] != seen["leaderId"] {
-		t.Fatalf("auction %d %v after its viewer was told %v", status, got, seen)
+	read, err := c.GetAuctionWithResponse(ctx, id)
+	if err != nil || read.JSON200 == nil {
+		t.Fatalf("get: %v %s", err, read.Body)
 	}
-	if got["currentPrice"] != bidgate.FormatMoney(bidgate.FromCents(int64(highest*100))) {
-		t.Fatalf("closed at %v, highest accepted bid %v (%s)", got["currentPrice"], highest, winner)
+	got := read.JSON200
+	if got.Status != apiclient.CLOSED || got.CurrentPrice != seen["currentPrice"] || got.LeaderId == nil ||
+		float64(*got.LeaderId) != seen["leaderId"] {
+		t.Fatalf("auction %s after its viewer was told %v", read.Body, seen)
+	}
+	if got.CurrentPrice != bidgate.FormatMoney(bidgate.FromCents(int64(highest*100))) {
+		t.Fatalf("closed at %v, highest accepted bid %v (%s)", got.CurrentPrice, highest, winner)
 	}
 
 	// PostgreSQL holds exactly the accepted bids. The persister says nothing
@@ -282,7 +368,18 @@ func TestEndToEnd(t *testing.T) {
 	if len(events) == 0 {
 		t.Fatalf("no auction-closed event for auction %d", id)
 	}
+	doc, err := asyncapi.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedMsg, err := doc.Message("auctionClosed")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, ev := range events {
+		if err := closedMsg.ValidatePayload([]byte(ev)); err != nil {
+			t.Fatalf("auction-closed %s: %v", ev, err)
+		}
 		if ev != events[0] {
 			t.Fatalf("two different events for one auction: %s and %s", events[0], ev)
 		}
@@ -290,8 +387,8 @@ func TestEndToEnd(t *testing.T) {
 		if err := json.Unmarshal([]byte(ev), &e); err != nil {
 			t.Fatal(err)
 		}
-		if e.FinalPrice != got["currentPrice"] || e.WinnerID == nil || float64(*e.WinnerID) != got["leaderId"] {
-			t.Fatalf("event %s, auction %v", ev, got)
+		if e.FinalPrice != got.CurrentPrice || e.WinnerID == nil || *e.WinnerID != *got.LeaderId {
+			t.Fatalf("event %s, auction %s", ev, read.Body)
 		}
 	}
 }
@@ -374,15 +471,15 @@ func watchClose(t *testing.T, base string, id int64) <-chan closing {
 			t.Errorf("close the viewer: %v", err)
 		}
 	})
-	var snap map[string]any
-	if err := conn.ReadJSON(&snap); err != nil || snap["type"] != "snapshot" {
+	snap, err := readFrame(conn)
+	if err != nil || snap["type"] != "snapshot" {
 		t.Fatalf("first message %v (%v), want the snapshot", snap, err)
 	}
 	out := make(chan closing, 1)
 	go func() {
 		for {
-			var msg map[string]any
-			if err := conn.ReadJSON(&msg); err != nil {
+			msg, err := readFrame(conn)
+			if err != nil {
 				out <- closing{err: err}
 				return
 			}
@@ -393,6 +490,20 @@ func watchClose(t *testing.T, base string, id int64) <-chan closing {
 		}
 	}()
 	return out
+}
+
+// readFrame reads a viewer's next message, which must be one the AsyncAPI
+// document describes.
+func readFrame(conn *websocket.Conn) (map[string]any, error) {
+	_, frame, err := conn.ReadMessage()
+	if err != nil {
+		return nil, err
+	}
+	if err := asyncapi.ValidateWebSocket(frame); err != nil {
+		return nil, err
+	}
+	var msg map[string]any
+	return msg, json.Unmarshal(frame, &msg)
 }
 
 // TestWebSocketThroughTheBinary: a viewer of the real binary gets the
@@ -419,15 +530,15 @@ func TestWebSocketThroughTheBinary(t *testing.T) {
 	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	var msg map[string]any
-	if err := conn.ReadJSON(&msg); err != nil || msg["type"] != "snapshot" || msg["currentPrice"] != "100.00" {
+	msg, err := readFrame(conn)
+	if err != nil || msg["type"] != "snapshot" || msg["currentPrice"] != "100.00" {
 		t.Fatalf("first message %v (%v), want the snapshot", msg, err)
 	}
 	if status, body := call(t, "POST", bids, map[string]any{"amount": "150"},
 		append([]string{"Idempotency-Key", uuid.NewString()}, bearer(t, key, 5, auth.ScopeBid)...)...); status != 201 || body["bidderId"] != float64(5) {
 		t.Fatalf("bid: %d %v", status, body)
 	}
-	if err := conn.ReadJSON(&msg); err != nil || msg["type"] != "update" || msg["currentPrice"] != "150.00" || msg["leaderId"] != float64(5) {
+	if msg, err = readFrame(conn); err != nil || msg["type"] != "update" || msg["currentPrice"] != "150.00" || msg["leaderId"] != float64(5) {
 		t.Fatalf("second message %v (%v), want the update", msg, err)
 	}
 }

@@ -36,13 +36,16 @@ type answer struct {
 // the test.
 func timedCall(t *testing.T, method, url string, body any, header ...string) answer {
 	t.Helper()
-	var r io.Reader
+	var (
+		r    io.Reader
+		sent []byte
+	)
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r = bytes.NewReader(b)
+		r, sent = bytes.NewReader(b), b
 	}
 	req, err := http.NewRequest(method, url, r)
 	if err != nil {
@@ -62,6 +65,7 @@ func timedCall(t *testing.T, method, url string, body any, header ...string) ans
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, url, err)
 	}
+	checkContract(t, req, sent, resp, raw)
 	var doc struct {
 		Code string `json:"code"`
 		Seq  int64  `json:"seq"`

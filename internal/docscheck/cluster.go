@@ -16,9 +16,11 @@ import (
 	"bidgate/internal/retry"
 )
 
-// The ports bidgate dev lays its nodes out on (its default --base-port and
+// The ports the documentation names (bidgate dev's default --base-port and
 // --kafka-embedded-port): node i serves the API on basePort+i, its
 // internal endpoint on +100, gossip on +200 and the admin endpoint on +300.
+// The cluster docscheck starts is laid out at nodeBasePort instead, behind
+// contract-checking proxies on the API and admin ports (contract.go).
 const (
 	basePort  = 8080
 	kafkaPort = 9092
@@ -43,7 +45,7 @@ type cluster struct {
 func startCluster(ctx context.Context, bin string, nodes int, logPath string) (*cluster, error) {
 	ports := []int{kafkaPort}
 	for i := range nodes {
-		ports = append(ports, basePort+i, basePort+100+i, basePort+200+i, basePort+300+i)
+		ports = append(ports, nodeBasePort+i, nodeBasePort+100+i, nodeBasePort+200+i, nodeBasePort+300+i)
 	}
 	var d net.Dialer
 	for _, p := range ports {
@@ -62,7 +64,7 @@ func startCluster(ctx context.Context, bin string, nodes int, logPath string) (*
 	if err != nil {
 		return nil, fmt.Errorf("the cluster's log: %w", err)
 	}
-	cmd := exec.Command(bin, "dev", "--nodes", strconv.Itoa(nodes))
+	cmd := exec.Command(bin, "dev", "--nodes", strconv.Itoa(nodes), "--base-port", strconv.Itoa(nodeBasePort))
 	cmd.Stdout, cmd.Stderr = log, log
 	// A group of its own: a Ctrl-C reaches this process, which stops the
 	// cluster in order, instead of every node at once.

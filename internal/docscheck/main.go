@@ -4,7 +4,8 @@
 // path, test, metric and link they name exists, that every flag and
 // BIDGATE_ variable they name is one of the binaries', and that README.md
 // stays an entry of at most 250 lines. Then it starts a fresh local cluster
-// (bidgate dev --nodes 3), awaits every node's /readyz, and runs each
+// (bidgate dev --nodes 3) behind proxies that check every answer against
+// the OpenAPI documents, awaits every node's /readyz, and runs each
 // page's shell blocks marked runnable (a fence whose info string is
 // "sh runnable") in order, in one bash -euo pipefail session per page, from
 // the repository root: a block may set a variable that the next one uses.
@@ -87,30 +88,42 @@ func run(ctx context.Context, c config) error {
 	for _, s := range sessions {
 		total += len(s.Blocks)
 	}
-	cluster, err := startCluster(ctx, c.Bidgate, c.Nodes, c.Log)
+	cc, err := startContractCheck(c.Nodes)
 	if err != nil {
 		return err
 	}
+	cluster, err := startCluster(ctx, c.Bidgate, c.Nodes, c.Log)
+	if err != nil {
+		return errors.Join(err, cc.stop(ctx))
+	}
 	err = cluster.awaitReady(ctx, c.ReadyTimeout)
 	if err == nil {
-		fmt.Printf("docs-check: %d nodes ready (log: %s); running %d runnable blocks of %d pages\n", c.Nodes, c.Log, total, len(sessions))
-		err = runSessions(ctx, sessions, c.PageTimeout)
+		fmt.Printf("docs-check: %d nodes ready (log: %s), each answer checked against the OpenAPI documents; running %d runnable blocks of %d pages\n",
+			c.Nodes, c.Log, total, len(sessions))
+		err = runSessions(ctx, sessions, c.PageTimeout, cc)
 	}
-	if err := errors.Join(err, cluster.stop()); err != nil {
+	if err := errors.Join(err, cluster.stop(), cc.stop(ctx)); err != nil {
 		return err
 	}
-	fmt.Printf("docs-check: passed: %d runnable blocks of %d pages; the cluster has stopped\n", total, len(sessions))
+	fmt.Printf("docs-check: passed: %d runnable blocks of %d pages, %d answers as the OpenAPI documents describe them; the cluster has stopped\n",
+		total, len(sessions), cc.checked.Load())
 	return nil
 }
 
 // runSessions runs every page's session and reports the failed ones.
-func runSessions(ctx context.Context, sessions []session, timeout time.Duration) error {
+// A page fails too when an answer its examples provoked is not one the
+// OpenAPI documents describe.
+func runSessions(ctx context.Context, sessions []session, timeout time.Duration, cc *contractCheck) error {
 	failed := 0
 	for _, s := range sessions {
 		if ctx.Err() != nil {
 			return fmt.Errorf("interrupted before %s: %w", s.Page, ctx.Err())
 		}
-		if err := s.run(ctx, timeout); err != nil {
+		err := s.run(ctx, timeout)
+		if v := cc.take(); len(v) > 0 {
+			err = errors.Join(err, fmt.Errorf("%s: %d answers the OpenAPI documents do not describe, the first: %s", s.Page, len(v), v[0]))
+		}
+		if err != nil {
 			failed++
 			fmt.Fprintf(os.Stderr, "docs-check: FAIL %v\n", err)
 			continue
