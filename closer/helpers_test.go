@@ -38,7 +38,7 @@ func newEnv(t testing.TB, conns int32, cfg Config) *env {
 	rdb := testredis.Client(t)
 	return &env{
 		db: db, rdb: rdb,
-		shards: shard.New(db, rdb, shard.Config{RateLimit: -1, PromoteRate: -1, StoreTimeout: testStoreTimeout}, prometheus.NewRegistry()),
+		shards: shard.New(db, rdb, shard.Config{RateLimit: -1, PromoteRate: -1, StoreTimeout: testStoreTimeout, ColdLockTimeout: testColdLockTimeout}, prometheus.NewRegistry()),
 		closer: New(db, rdb, cfg, prometheus.NewRegistry()),
 	}
 }
@@ -233,3 +233,7 @@ var quiet = slog.New(slog.DiscardHandler)
 // than the production default (shard TestColdBidGivesUpOnALockedRow and
 // cmd/bidgate's stall tests check that budget).
 const testStoreTimeout = time.Minute
+
+// testColdLockTimeout is these shards' wait for a cold auction's row lock,
+// for the same reason: bids racing for one row queue for it.
+const testColdLockTimeout = 30 * time.Second

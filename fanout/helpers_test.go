@@ -50,7 +50,7 @@ func newEnv(tb testing.TB) *env {
 }
 
 func newShard(db *pgxpool.Pool, rdb redis.UniversalClient) *shard.Service {
-	return shard.New(db, rdb, shard.Config{RateLimit: -1, PromoteRate: -1, StoreTimeout: testStoreTimeout}, prometheus.NewRegistry())
+	return shard.New(db, rdb, shard.Config{RateLimit: -1, PromoteRate: -1, StoreTimeout: testStoreTimeout, ColdLockTimeout: testColdLockTimeout}, prometheus.NewRegistry())
 }
 
 // node is a Hub behind a real fasthttp server on 127.0.0.1.
@@ -421,3 +421,7 @@ func leader(m wireMessage) int64 {
 // than the production default (shard TestColdBidGivesUpOnALockedRow and
 // cmd/bidgate's stall tests check that budget).
 const testStoreTimeout = time.Minute
+
+// testColdLockTimeout is these shards' wait for a cold auction's row lock,
+// for the same reason: bids racing for one row queue for it.
+const testColdLockTimeout = 30 * time.Second

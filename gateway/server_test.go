@@ -156,7 +156,9 @@ func startGateway(t testing.TB, gw Config, cfg shard.Config) (*testServer, *pgxp
 	t.Helper()
 	db, _ := testdb.New(t, 32)
 	reg := prometheus.NewRegistry()
-	cfg.StoreTimeout = cmp.Or(cfg.StoreTimeout, testStoreTimeout)
+	if cfg.StoreTimeout == 0 {
+		cfg.StoreTimeout, cfg.ColdLockTimeout = testStoreTimeout, cmp.Or(cfg.ColdLockTimeout, testColdLockTimeout)
+	}
 	s := serveWith(t, gw, shard.New(db, testredis.Client(t), cfg, reg), db.Ping)
 	s.reg = reg
 	return s, db
@@ -327,3 +329,7 @@ func (s *testServer) doWith(c *http.Client, method, path string, body any, heade
 // than the production default (shard TestColdBidGivesUpOnALockedRow and
 // cmd/bidgate's stall tests check that budget).
 const testStoreTimeout = time.Minute
+
+// testColdLockTimeout is these shards' wait for a cold auction's row lock,
+// for the same reason: bids racing for one row queue for it.
+const testColdLockTimeout = 30 * time.Second

@@ -43,7 +43,7 @@ func newPipeline(t testing.TB) *pipeline {
 	db, _ := testdb.New(t, 16)
 	rdb := testredis.Client(t)
 	p := &pipeline{t: t, db: db, rdb: rdb, wrote: make(chan struct{}, 1),
-		shard: shard.New(db, rdb, shard.Config{RateLimit: -1, PromoteRate: -1, StoreTimeout: testStoreTimeout}, prometheus.NewRegistry())}
+		shard: shard.New(db, rdb, shard.Config{RateLimit: -1, PromoteRate: -1, StoreTimeout: testStoreTimeout, ColdLockTimeout: testColdLockTimeout}, prometheus.NewRegistry())}
 	p.startBroker(testport.Free(t))
 	return p
 }
@@ -358,3 +358,7 @@ func (p *pipeline) waitRelayed(auction int64) {
 // than the production default (shard TestColdBidGivesUpOnALockedRow and
 // cmd/bidgate's stall tests check that budget).
 const testStoreTimeout = time.Minute
+
+// testColdLockTimeout is these shards' wait for a cold auction's row lock,
+// for the same reason: bids racing for one row queue for it.
+const testColdLockTimeout = 30 * time.Second

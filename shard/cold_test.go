@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -22,12 +23,13 @@ var ctx = context.Background()
 
 // newService is a Service on db and the test Redis. The rate limit is off
 // unless cfg sets it: these tests send many bids per bidder on purpose. So
-// is the store budget, nearly: their storms of hundreds of bids at once
-// queue for a test-sized pool, under the race detector.
+// is the store budget, nearly, and the cold bid's wait for the row lock:
+// their storms of hundreds of bids at once queue for a test-sized pool and
+// for one row, under the race detector.
 func newService(t *testing.T, db *pgxpool.Pool, cfg Config) *Service {
 	t.Helper()
 	if cfg.StoreTimeout == 0 {
-		cfg.StoreTimeout = time.Minute
+		cfg.StoreTimeout, cfg.ColdLockTimeout = time.Minute, cmp.Or(cfg.ColdLockTimeout, 30*time.Second)
 	}
 	if cfg.RateLimit == 0 {
 		cfg.RateLimit = -1
