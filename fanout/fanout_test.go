@@ -137,6 +137,13 @@ func TestCoalescesBurstToFewMessages(t *testing.T) {
 				t.Fatalf("viewer %d: seq %d after %d", i, msgs[j].Seq, msgs[j-1].Seq)
 			}
 		}
+		// Each flushed state says the interval it was sent under: the
+		// configured one, or more if the governor stretched it.
+		for _, m := range msgs {
+			if m.IntervalMs < n.hub.cfg.Interval.Milliseconds() || m.IntervalMs > n.hub.cfg.MaxInterval.Milliseconds() {
+				t.Fatalf("viewer %d: %+v sent under an interval of %d ms", i, m, m.IntervalMs)
+			}
+		}
 		if len(msgs) > len(sent) || int64(len(msgs)) >= final.BidCount {
 			t.Fatalf("viewer %d got %d updates for %d bids in %d flushes", i, len(msgs), final.BidCount, len(sent))
 		}

@@ -30,8 +30,14 @@ import (
 
 // Config tunes a Hub. Zero values take DefaultConfig's.
 type Config struct {
-	Interval   time.Duration // at most one message per auction per Interval
-	MaxViewers int           // per node; beyond it a connect is answered 503
+	Interval time.Duration // at most one message per auction per Interval
+	// MaxInterval is how far Interval stretches while the node is
+	// overloaded (governor.go); equal to Interval, it never does.
+	MaxInterval time.Duration
+	// OverloadLatency is the p99 of the Go scheduler's latency past which
+	// the node counts as overloaded.
+	OverloadLatency time.Duration
+	MaxViewers      int // per node; beyond it a connect is answered 503
 	// MaxViewersPerAddr bounds the viewers of one client address; beyond it
 	// a connect is answered 429.
 	MaxViewersPerAddr int
@@ -47,7 +53,8 @@ type Config struct {
 // DefaultConfig is the one statement of the fan-out defaults: New fills a
 // zero field from it, and the command line's flags take theirs from it.
 func DefaultConfig() Config {
-	return Config{Interval: 150 * time.Millisecond, PingInterval: 20 * time.Second, WriteTimeout: 5 * time.Second,
+	return Config{Interval: 150 * time.Millisecond, MaxInterval: 2 * time.Second, OverloadLatency: 20 * time.Millisecond,
+		PingInterval: 20 * time.Second, WriteTimeout: 5 * time.Second,
 		SlowTimeout: 5 * time.Second, MaxViewers: 20000, MaxViewersPerAddr: 256, Log: slog.Default()}
 }
 
@@ -55,6 +62,8 @@ func DefaultConfig() Config {
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	c.Interval = cmp.Or(c.Interval, d.Interval)
+	c.MaxInterval = max(cmp.Or(c.MaxInterval, d.MaxInterval), c.Interval)
+	c.OverloadLatency = cmp.Or(c.OverloadLatency, d.OverloadLatency)
 	c.MaxViewers = cmp.Or(c.MaxViewers, d.MaxViewers)
 	c.MaxViewersPerAddr = cmp.Or(c.MaxViewersPerAddr, d.MaxViewersPerAddr)
 	c.PingInterval = cmp.Or(c.PingInterval, d.PingInterval)
@@ -72,7 +81,7 @@ func (c Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"Interval", c.Interval}, {"PingInterval", c.PingInterval}, {"WriteTimeout", c.WriteTimeout}, {"SlowTimeout", c.SlowTimeout}} {
+	}{{"Interval", c.Interval}, {"OverloadLatency", c.OverloadLatency}, {"PingInterval", c.PingInterval}, {"WriteTimeout", c.WriteTimeout}, {"SlowTimeout", c.SlowTimeout}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %v", d.name, d.v))
 		}
@@ -84,6 +93,9 @@ func (c Config) Validate() error {
 		if n.v < 1 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %d", n.name, n.v))
 		}
+	}
+	if c.MaxInterval < c.Interval {
+		errs = append(errs, fmt.Errorf("MaxInterval (%v) must be at least Interval (%v)", c.MaxInterval, c.Interval))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("fanout: %w", err)
@@ -122,6 +134,7 @@ type Hub struct {
 	snap     Snapshotter
 	cfg      Config
 	metrics  *metrics
+	governor *governor
 	log      *slog.Logger
 	sub      *redisstore.Subscriber
 	upgrader websocket.FastHTTPUpgrader
@@ -152,7 +165,8 @@ type Hub struct {
 // to be served.
 func New(rdb redis.UniversalClient, snap Snapshotter, cfg Config, reg prometheus.Registerer) *Hub {
 	cfg = cfg.withDefaults()
-	h := &Hub{snap: snap, cfg: cfg, metrics: newMetrics(reg), log: cfg.Log,
+	m := newMetrics(reg)
+	h := &Hub{snap: snap, cfg: cfg, metrics: m, governor: newGovernor(cfg, m), log: cfg.Log,
 		sub:      redisstore.NewSubscriber(rdb, pubsubBuffer),
 		resync:   make(chan struct{}, resyncParallel),
 		endGrace: defaultEndGrace,
@@ -181,6 +195,9 @@ func New(rdb redis.UniversalClient, snap Snapshotter, cfg Config, reg prometheus
 func (h *Hub) Run(ctx context.Context) error {
 	events := h.sub.Events()
 	defer h.stop()
+	gctx, stopGovernor := context.WithCancel(ctx)
+	defer stopGovernor()
+	go h.governor.run(gctx)
 	for {
 		select {
 		case <-ctx.Done():

@@ -31,6 +31,9 @@ type wireMessage struct {
 	BidCount     int64          `json:"bidCount"`
 	Seq          int64          `json:"seq"`
 	UpdatedAt    string         `json:"updatedAt,omitempty"`
+	// IntervalMs is the coalescing interval a flushed state was sent
+	// under: more than the usual while the node sheds viewer load.
+	IntervalMs int64 `json:"intervalMs,omitempty"`
 }
 
 // rank orders the states of one auction. Seq (the bid count) only rises
@@ -65,13 +68,14 @@ type message struct {
 
 // encode frames u as a message of type kind; a final state (CLOSED or
 // CANCELLED) is always sent as type closed.
-func encode(kind string, u bidgate.StateUpdate) (*message, error) {
+// interval is the coalescing interval of a flush (zero for a snapshot).
+func encode(kind string, u bidgate.StateUpdate, interval time.Duration) (*message, error) {
 	if u.Status.Final() {
 		kind = typeClosed
 	}
 	b, err := json.Marshal(wireMessage{Type: kind, AuctionID: u.AuctionID, CurrentPrice: u.CurrentPrice,
 		LeaderID: u.LeaderID, EndTime: u.EndTime, Status: u.Status, BidCount: u.BidCount, Seq: u.Seq,
-		UpdatedAt: u.UpdatedAt})
+		UpdatedAt: u.UpdatedAt, IntervalMs: interval.Milliseconds()})
 	if err != nil {
 		return nil, fmt.Errorf("encode state of auction %d: %w", u.AuctionID, err)
 	}

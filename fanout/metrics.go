@@ -21,6 +21,10 @@ type metrics struct {
 	// (a data frame, control frames past the rate), by reason.
 	violations *prometheus.CounterVec
 	lag        prometheus.Histogram
+	// interval, stretches and schedLatency show the governor at work.
+	interval     prometheus.Gauge
+	stretches    prometheus.Counter
+	schedLatency prometheus.Gauge
 }
 
 // newMetrics registers the metrics on reg; nil leaves them unregistered.
@@ -59,6 +63,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name:    "bidgate_fanout_delivery_lag_seconds",
 			Help:    "From the state's creation in the serializing store (its updatedAt) to the end of the write to a viewer.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .15, .2, .3, .5, 1, 2.5, 5},
+		}),
+		interval: f.NewGauge(prometheus.GaugeOpts{
+			Name: "bidgate_fanout_interval_seconds",
+			Help: "The coalescing interval the node's auctions are flushed at now: --ws-interval, stretched up to --ws-max-interval while the node is overloaded.",
+		}),
+		stretches: f.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_fanout_interval_stretches_total",
+			Help: "Times the coalescing interval was doubled because the Go scheduler's latency p99 passed --ws-overload-latency: viewers giving way to bids.",
+		}),
+		schedLatency: f.NewGauge(prometheus.GaugeOpts{
+			Name: "bidgate_fanout_sched_latency_p99_seconds",
+			Help: "The Go scheduler's latency p99 over the governor's last 250 ms period: how long a runnable goroutine (a bid's included) waited for a CPU.",
 		}),
 		violations: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "bidgate_fanout_viewer_violations_total",

@@ -14,8 +14,9 @@ const defaultEndGrace = 15 * time.Second
 
 // room is one auction's viewers on this node and the coalescing in front of
 // them: it keeps only the newest state and flushes it to every viewer at
-// most once per Interval, so that the work per viewer does not grow with the
-// auction's bid rate.
+// most once per interval (Config.Interval, stretched by the governor under
+// overload), so that the work per viewer does not grow with the auction's
+// bid rate.
 type room struct {
 	hub *Hub
 	id  int64
@@ -98,7 +99,7 @@ func (r *room) scheduleLocked() {
 	}
 	r.scheduled = true
 	// A time in the past (the first update after a quiet period) fires at once.
-	time.AfterFunc(time.Until(r.lastFlush.Add(r.hub.cfg.Interval)), r.flush)
+	time.AfterFunc(time.Until(r.lastFlush.Add(r.hub.governor.current())), r.flush)
 }
 
 // flush encodes the newest state once and offers it to every viewer. Only
@@ -109,12 +110,13 @@ func (r *room) flush() {
 	r.dirty = false
 	r.lastFlush = time.Now()
 	at := r.lastFlush
+	interval := r.hub.governor.current()
 	r.mu.Unlock()
 	if r.hub.flushed != nil {
 		r.hub.flushed(r.id, at, u)
 	}
 
-	if m, err := encode(typeUpdate, u); err != nil {
+	if m, err := encode(typeUpdate, u, interval); err != nil {
 		r.hub.log.Error("fanout: drop state", "auction", r.id, "err", err)
 	} else {
 		r.broadcast(m)

@@ -74,7 +74,7 @@ func (h *Hub) ServeWS(ctx *fasthttp.RequestCtx, auctionID int64) {
 		return
 	}
 	snap := bidgate.NewStateUpdate(a)
-	first, err := encode(typeSnapshot, snap)
+	first, err := encode(typeSnapshot, snap, 0)
 	if err != nil {
 		h.leave(r)
 		h.unreserve(addr)

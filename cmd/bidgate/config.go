@@ -155,6 +155,8 @@ func (c *config) registerFanout(fs *settings.FlagSet) {
 	d := fanout.DefaultConfig()
 	c.Fanout = d
 	fs.DurationVar(&c.Fanout.Interval, "ws-interval", d.Interval, "at most one WebSocket message per auction per interval")
+	fs.DurationVar(&c.Fanout.MaxInterval, "ws-max-interval", d.MaxInterval, "how far the interval stretches while the node is overloaded, so that viewers give way to bids (equal to --ws-interval: never)")
+	fs.DurationVar(&c.Fanout.OverloadLatency, "ws-overload-latency", d.OverloadLatency, "the Go scheduler's latency p99 past which the node counts as overloaded and stretches the interval")
 	fs.IntVar(&c.Fanout.MaxViewers, "ws-max-viewers", 0, "WebSocket viewers per node before 503 (0: a quarter of the file descriptor limit)")
 	fs.IntVar(&c.Fanout.MaxViewersPerAddr, "ws-max-viewers-per-ip", d.MaxViewersPerAddr, "WebSocket viewers per client address before 429")
 	fs.Check(func() error {
