@@ -87,6 +87,7 @@ type Cache struct {
 	sub     *redisstore.Subscriber
 	metrics *cacheMetrics
 	loads   singleflight.Group
+	now     func() time.Time // the node's clock: ages only, no auction decision
 
 	// subMu orders adding entries (and their SSUBSCRIBE) with evictions'
 	// SUNSUBSCRIBE; it is held for the commands' writes, never by Run.
@@ -121,7 +122,7 @@ func NewCache(rdb redis.UniversalClient, src Snapshotter, cfg CacheConfig, reg p
 	if cfg.Size == 0 {
 		return nil
 	}
-	c := &Cache{src: src, cfg: cfg, sub: redisstore.NewSubscriber(rdb, pubsubBuffer), metrics: newCacheMetrics(reg)}
+	c := &Cache{src: src, cfg: cfg, sub: redisstore.NewSubscriber(rdb, pubsubBuffer), metrics: newCacheMetrics(reg), now: time.Now}
 	// Only a full LRU's Add or an explicit Remove calls this, under mu.
 	c.entries, _ = simplelru.NewLRU(cfg.Size, func(id int64, _ *cacheEntry) { c.evicted = append(c.evicted, id) })
 	return c
@@ -163,7 +164,7 @@ func (c *Cache) Auction(ctx context.Context, id int64) (bidgate.Auction, error) 
 func (c *Cache) Read(ctx context.Context, id, minSeq int64) (bidgate.Auction, error) {
 	c.mu.Lock()
 	e, ok := c.entries.Get(id)
-	if ok && e.has && e.a.BidCount >= minSeq && (e.a.Status.Final() || time.Since(e.readAt) < c.cfg.MaxAge) {
+	if ok && e.has && e.a.BidCount >= minSeq && (e.a.Status.Final() || c.now().Sub(e.readAt) < c.cfg.MaxAge) {
 		a := e.a
 		c.mu.Unlock()
 		c.metrics.hits.Inc()
@@ -176,16 +177,21 @@ func (c *Cache) Read(ctx context.Context, id, minSeq int64) (bidgate.Auction, er
 	} else {
 		c.metrics.misses.Inc()
 	}
-	v, err, shared := c.loads.Do(strconv.FormatInt(id, 10), func() (any, error) { return c.fill(ctx, id) })
-	if shared {
+	own := false
+	v, err, _ := c.loads.Do(strconv.FormatInt(id, 10), func() (any, error) {
+		own = true
+		return c.fill(ctx, id)
+	})
+	if !own {
 		c.metrics.sharedLoads.Inc()
 	}
 	if err != nil {
 		return bidgate.Auction{}, err
 	}
 	a := v.(bidgate.Auction)
-	if a.BidCount < minSeq {
-		// The shared read started before the caller's bid was answered.
+	if !own && a.BidCount < minSeq {
+		// The read joined may have started before the caller's bid was
+		// answered; a read of its own is the store's latest.
 		return c.read(ctx, id)
 	}
 	return a, nil
@@ -221,7 +227,7 @@ func (c *Cache) fill(ctx context.Context, id int64) (bidgate.Auction, error) {
 	c.mu.Lock()
 	confirmed, drops := e.confirmed, e.drops
 	c.mu.Unlock()
-	start := time.Now()
+	start := c.now()
 	a, err := c.read(ctx, id)
 	if errors.Is(err, bidgate.ErrAuctionNotFound) {
 		c.forget(ctx, id, e)
