@@ -17,7 +17,9 @@ import (
 )
 
 // startCachedServer serves a shard's GETs through a running read cache.
-func startCachedServer(t *testing.T) *testServer {
+func startCachedServer(t *testing.T) *testServer { return startCachedServerTB(t) }
+
+func startCachedServerTB(t testing.TB) *testServer {
 	t.Helper()
 	db, _ := testdb.New(t, 16)
 	rdb := testredis.Client(t)
