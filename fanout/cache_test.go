@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 	"github.com/shopspring/decimal"
 
 	"bidgate"
@@ -59,8 +60,14 @@ type cacheEnv struct {
 func startCache(t *testing.T, cfg CacheConfig) *cacheEnv {
 	t.Helper()
 	e := newEnv(t)
+	return startCacheOn(t, e, e.rdb, cfg)
+}
+
+// startCacheOn runs a cache over e's shard that subscribes on rdb.
+func startCacheOn(t *testing.T, e *env, rdb redis.UniversalClient, cfg CacheConfig) *cacheEnv {
+	t.Helper()
 	src := &countingSource{Snapshotter: e.svc}
-	c := NewCache(e.rdb, src, cfg, prometheus.NewRegistry())
+	c := NewCache(rdb, src, cfg, prometheus.NewRegistry())
 	clock := &fakeClock{t: time.Unix(1_000_000, 0)}
 	c.now = clock.now
 	ctx, cancel := context.WithCancel(bg)
@@ -211,31 +218,6 @@ func createAuctionWith(tb testing.TB, svc interface {
 		tb.Fatalf("create auction: %v", err)
 	}
 	return a
-}
-
-// TestCacheDropsOnResubscription: a lost pub/sub connection may have lost
-// updates, so the auctions it carried are read again once subscribed anew.
-func TestCacheDropsOnResubscription(t *testing.T) {
-	ce := startCache(t, CacheConfig{Size: 100, MaxAge: time.Hour})
-	a := createAuction(t, ce.svc, false)
-	ce.read(t, a.ID, 0)
-	// A change nobody announces, as if its update had been lost.
-	if _, err := ce.db.Exec(bg, `UPDATE auction SET current_price = 120, leader_id = 44, bid_count = 1 WHERE id = $1`, a.ID); err != nil {
-		t.Fatal(err)
-	}
-	if got := ce.read(t, a.ID, 0); got.BidCount != 0 {
-		t.Fatalf("before the reconnect the cache read the store: %+v", got)
-	}
-	if err := ce.rdb.Do(bg, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
-		t.Fatal(err)
-	}
-	got := await.Until(t, 20*time.Second, "the auction read again after the reconnect", nil, func() (bidgate.Auction, bool) {
-		a := ce.read(t, a.ID, 0)
-		return a, a.BidCount == 1 && a.LeaderID == 44
-	})
-	if n := testutil.ToFloat64(ce.cache.metrics.drops.WithLabelValues("resubscribed")); n < 1 {
-		t.Fatalf("read %+v, but no drop counted for the re-subscription", got)
-	}
 }
 
 // TestCacheMaxAge: an open auction's state is read again once its read is
