@@ -54,10 +54,10 @@ func (c CacheConfig) withDefaults() CacheConfig {
 func (c CacheConfig) Validate() error {
 	var errs []error
 	if c.Size < 0 || c.Size > MaxCacheSize {
-		errs = append(errs, fmt.Errorf("Size must be from 0 (off) to %d, got %d", MaxCacheSize, c.Size))
+		errs = append(errs, fmt.Errorf("%s must be from 0 (off) to %d, got %d", "Size", MaxCacheSize, c.Size))
 	}
 	if c.MaxAge <= 0 {
-		errs = append(errs, fmt.Errorf("MaxAge must be positive, got %v", c.MaxAge))
+		errs = append(errs, fmt.Errorf("%s must be positive, got %v", "MaxAge", c.MaxAge))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("read cache: %w", err)
