@@ -86,3 +86,54 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	return m
 }
+
+// cacheMetrics say whether the read cache spares the stores, and why it
+// reads them.
+type cacheMetrics struct {
+	hits         prometheus.Counter
+	misses       prometheus.Counter
+	staleRereads prometheus.Counter
+	sharedLoads  prometheus.Counter
+	evictions    prometheus.Counter
+	updates      prometheus.Counter
+	drops        *prometheus.CounterVec
+	entries      prometheus.Gauge
+}
+
+func newCacheMetrics(reg prometheus.Registerer) *cacheMetrics {
+	f := promauto.With(reg)
+	return &cacheMetrics{
+		hits: f.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_read_cache_hits_total",
+			Help: "Auction reads answered from the node's read cache.",
+		}),
+		misses: f.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_read_cache_misses_total",
+			Help: "Auction reads of an auction the cache held no state of.",
+		}),
+		staleRereads: f.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_read_cache_stale_rereads_total",
+			Help: "Auction reads that read the store again: the entry was past --read-cache-max-age or below the minSeq asked for.",
+		}),
+		sharedLoads: f.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_read_cache_shared_loads_total",
+			Help: "Auction reads that waited for another read's store read of the same auction instead of their own (single flight).",
+		}),
+		evictions: f.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_read_cache_evictions_total",
+			Help: "Auctions evicted (and unsubscribed) to keep the cache within --read-cache-size.",
+		}),
+		updates: f.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_read_cache_updates_total",
+			Help: "Published states applied to cached auctions.",
+		}),
+		drops: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "bidgate_read_cache_drops_total",
+			Help: "Cached states dropped because updates may have been missed, by reason (resubscribed, malformed_update, connection_lost counts connections).",
+		}, []string{"reason"}),
+		entries: f.NewGauge(prometheus.GaugeOpts{
+			Name: "bidgate_read_cache_entries",
+			Help: "Auctions in the node's read cache (each one a Redis subscription).",
+		}),
+	}
+}

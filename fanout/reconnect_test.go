@@ -6,13 +6,51 @@
 package fanout
 
 import (
+	"bidgate"
+	"bidgate/internal/await"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 )
+
+// TestCacheDropsOnResubscription: a lost pub/sub connection may have lost
+// updates, so the auctions it carried are read again once subscribed anew.
+func TestCacheDropsOnResubscription(t *testing.T) {
+	e := newEnv(t)
+	// The cache's own client, named so that the test kills only its
+	// pub/sub connection (the Redis server is shared).
+	single, ok := e.rdb.(*redis.Client)
+	if !ok {
+		t.Fatalf("the test Redis is a %T: with BIDGATE_TEST_REDIS_CLUSTER set, build with -tags rediscluster (make test-cluster)", e.rdb)
+	}
+	name := "cache-test-" + uuid.NewString()
+	rdb := redis.NewClient(&redis.Options{Addr: single.Options().Addr, ClientName: name})
+	t.Cleanup(func() { rdb.Close() }) // after the cache's cleanup
+	ce := startCacheOn(t, e, rdb, CacheConfig{Size: 100, MaxAge: time.Hour})
+	a := createAuction(t, ce.svc, false)
+	ce.read(t, a.ID, 0)
+	// A change nobody announces, as if its update had been lost.
+	if _, err := ce.db.Exec(bg, `UPDATE auction SET current_price = 120, leader_id = 44, bid_count = 1 WHERE id = $1`, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := ce.read(t, a.ID, 0); got.BidCount != 0 {
+		t.Fatalf("before the reconnect the cache read the store: %+v", got)
+	}
+	if killed := killClient(t, single, name); killed != 1 {
+		t.Fatalf("killed %d connections named %s", killed, name)
+	}
+	got := await.Until(t, 20*time.Second, "the auction read again after the reconnect", nil, func() (bidgate.Auction, bool) {
+		a := ce.read(t, a.ID, 0)
+		return a, a.BidCount == 1 && a.LeaderID == 44
+	})
+	if n := testutil.ToFloat64(ce.cache.metrics.drops.WithLabelValues("resubscribed")); n < 1 {
+		t.Fatalf("read %+v, but no drop counted for the re-subscription", got)
+	}
+}
 
 // A node whose pub/sub connection to Redis is killed subscribes its
 // auctions again, and its viewers get the bids published meanwhile.

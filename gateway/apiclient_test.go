@@ -80,7 +80,7 @@ func TestGeneratedClient(t *testing.T) {
 		r.ApplicationproblemJSON409.MinimumBid == nil || *r.ApplicationproblemJSON409.MinimumBid != "1220.00" {
 		t.Fatalf("Z's low bid: %d %s", r.StatusCode(), r.Body)
 	}
-	got, err := c.GetAuctionWithResponse(ctx, a.Id)
+	got, err := c.GetAuctionWithResponse(ctx, a.Id, nil)
 	if err != nil || got.JSON200 == nil {
 		t.Fatalf("get: %v", err)
 	}

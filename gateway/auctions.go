@@ -153,21 +153,27 @@ func (s *Server) createAuction(ctx *fasthttp.RequestCtx, seller auth.Principal) 
 	writeJSON(ctx, fasthttp.StatusCreated, newAuctionResponse(a))
 }
 
-// getAuction serves GET /auctions/{id}.
+// getAuction serves GET /auctions/{id}, through the node's read cache when
+// there is one.
 func (s *Server) getAuction(ctx *fasthttp.RequestCtx) {
 	id, err := pathID(ctx, "id")
 	if err != nil {
 		s.writeError(ctx, err)
 		return
 	}
-	c, cancel := s.requestContext(ctx)
-	defer cancel()
-	a, err := s.auctions.Auction(c, id)
+	minSeq, err := minSeqOf(ctx)
 	if err != nil {
 		s.writeError(ctx, err)
 		return
 	}
-	writeJSON(ctx, fasthttp.StatusOK, newAuctionResponse(a))
+	c, cancel := s.requestContext(ctx)
+	defer cancel()
+	a, err := s.reads.Read(c, id, minSeq)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	writeAuction(ctx, a)
 }
 
 // cancelRequest is the body of POST /auctions/{id}/cancel: empty, or the

@@ -56,6 +56,9 @@ type Config struct {
 
 	// Viewers, when set, serves WS /ws/auctions/{id} on every node.
 	Viewers Viewers
+	// Reads, when set, answers GET /auctions/{id} (the node's read cache);
+	// nil reads the Auctions.
+	Reads Reader
 }
 
 // DefaultConfig is the one statement of the gateway defaults: New fills a

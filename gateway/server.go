@@ -32,6 +32,7 @@ type Auctions interface {
 type Server struct {
 	cfg          Config
 	auctions     Auctions
+	reads        Reader
 	ready        func(context.Context) error
 	log          *slog.Logger
 	metrics      *metrics
@@ -50,6 +51,10 @@ func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, auctions: auctions, ready: ready, log: log, metrics: newMetrics(reg),
 		authFailures: newFailureLimiter(cfg.AuthFailureRate, cfg.AuthFailureBurst), signer: newSigner(cfg.ClusterSecret, cfg.ClusterSecretPrevious)}
+	s.reads = cfg.Reads
+	if s.reads == nil {
+		s.reads = direct{auctions}
+	}
 	if cfg.Cluster != nil {
 		s.forwarder = newForwarder(cfg.Cluster, s.signer, cfg.ForwardTimeout, reg)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"bidgate"
 	"bidgate/persist/pgstore"
+	"bidgate/persist/redisstore"
 )
 
 // Promote moves an open cold auction to the hot path while bids keep coming:
@@ -50,7 +51,15 @@ func (s *Service) Promote(ctx context.Context, id int64, trigger string) (bidgat
 		s.metrics.promotions.WithLabelValues(trigger).Inc()
 		s.log.Info("auction promoted to hot", "auction", id, "trigger", trigger)
 	}
-	return s.Auction(ctx, id)
+	a, err := s.Auction(ctx, id)
+	if err == nil && promoted {
+		// The seq does not move: only the mode says the nodes' read
+		// caches now hold a stale "hot": false.
+		u := redisstore.UpdateOf(a, time.Time{})
+		u.Mode = bidgate.ModeHot
+		s.cold.pub.publishUpdate(ctx, u)
+	}
+	return a, err
 }
 
 // promoteSoon promotes in the background, once at a time per auction.

@@ -8,8 +8,8 @@ import (
 	"bidgate/persist/redisstore"
 )
 
-// publisher announces a cold auction's new state, or any auction's final
-// one (a cancel), on its Redis channel; a hot auction's batch script
+// publisher announces a cold auction's new state, any auction's final
+// one (a cancel) or its promotion, on its Redis channel; a hot auction's batch script
 // publishes its bids' states itself. Viewers may miss one update
 // (the next carries a higher seq), so a failure is counted, not returned.
 type publisher struct {
@@ -18,7 +18,11 @@ type publisher struct {
 }
 
 func (p *publisher) publish(ctx context.Context, a bidgate.Auction, at time.Time) {
-	if err := p.rs.Publish(ctx, redisstore.UpdateOf(a, at)); err != nil {
+	p.publishUpdate(ctx, redisstore.UpdateOf(a, at))
+}
+
+func (p *publisher) publishUpdate(ctx context.Context, u redisstore.Update) {
+	if err := p.rs.Publish(ctx, u); err != nil {
 		p.metrics.publishFailures.Inc()
 	}
 }

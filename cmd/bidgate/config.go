@@ -31,12 +31,13 @@ type config struct {
 	Events   settings.Events // signs and verifies the Kafka messages
 	Migrate  bool            // apply the migrations at start-up
 
-	HTTP    httpConfig
-	Roles   roleSet
-	Auth    authConfig
-	Cluster clusterConfig
-	Shard   shard.Config
-	Fanout  fanout.Config
+	HTTP      httpConfig
+	Roles     roleSet
+	Auth      authConfig
+	Cluster   clusterConfig
+	Shard     shard.Config
+	Fanout    fanout.Config
+	ReadCache fanout.CacheConfig
 }
 
 // httpConfig is the node's three HTTP endpoints and their limits.
@@ -104,6 +105,7 @@ func (c *config) registerServe(fs *settings.FlagSet) {
 	c.Events.Register(fs)
 	c.registerShard(fs)
 	c.registerFanout(fs)
+	c.registerReadCache(fs)
 	c.HTTP.register(fs)
 	c.Roles.register(fs)
 	c.Cluster.register(fs)
@@ -163,6 +165,14 @@ func (c *config) registerFanout(fs *settings.FlagSet) {
 		c.sizeForDescriptors()
 		return c.Fanout.Validate()
 	}, map[string]string{"Interval": "ws-interval", "MaxViewers": "ws-max-viewers", "MaxViewersPerAddr": "ws-max-viewers-per-ip"})
+}
+
+func (c *config) registerReadCache(fs *settings.FlagSet) {
+	d := fanout.DefaultCacheConfig()
+	c.ReadCache = d
+	fs.IntVar(&c.ReadCache.Size, "read-cache-size", d.Size, "auctions each node keeps (and subscribes to) for GET /auctions/{id}; 0 turns the read cache off")
+	fs.DurationVar(&c.ReadCache.MaxAge, "read-cache-max-age", d.MaxAge, "how old the store read behind a cached open auction may be; published updates keep it current in between")
+	fs.Check(func() error { return c.ReadCache.Validate() }, map[string]string{"Size": "read-cache-size", "MaxAge": "read-cache-max-age"})
 }
 
 func (cl *clusterConfig) register(fs *settings.FlagSet) {

@@ -319,7 +319,7 @@ func TestEndToEnd(t *testing.T) {
 	case <-timer.C:
 		t.Fatal("auction not CLOSED 30s after its end: its viewer was not told")
 	}
-	read, err := c.GetAuctionWithResponse(ctx, id)
+	read, err := c.GetAuctionWithResponse(ctx, id, nil)
 	if err != nil || read.JSON200 == nil {
 		t.Fatalf("get: %v %s", err, read.Body)
 	}

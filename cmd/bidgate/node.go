@@ -261,8 +261,8 @@ func (n *node) newShard(relay *persist.Relay) *shard.Service {
 }
 
 // startGateway readies the public API of the gateway role: its token
-// verification (none with --auth=off) and its WebSocket hub, which runs
-// among the background roles.
+// verification (none with --auth=off), its WebSocket hub and its read
+// cache, which run among the background roles.
 func (n *node) startGateway(roles *background, gw *gateway.Config, auctions gateway.Auctions) error {
 	if n.cfg.Auth.Mode == "off" {
 		gw.AuthOff = true
@@ -279,6 +279,12 @@ func (n *node) startGateway(roles *background, gw *gateway.Config, auctions gate
 	hub := fanout.New(n.rdb, auctions, cfg, n.reg)
 	roles.run(hub.Run)
 	gw.Viewers = hub
+	rc := n.cfg.ReadCache
+	rc.Log = n.log
+	if cache := fanout.NewCache(n.rdb, auctions, rc, n.reg); cache != nil {
+		roles.run(cache.Run)
+		gw.Reads = cache
+	}
 	return nil
 }
 

@@ -397,6 +397,12 @@ type AuctionId = Id
 // IdempotencyKey defines model for IdempotencyKey.
 type IdempotencyKey = openapi_types.UUID
 
+// IfNoneMatch defines model for IfNoneMatch.
+type IfNoneMatch = string
+
+// MinSeq defines model for MinSeq.
+type MinSeq = int64
+
 // AuctionNotFound defines model for AuctionNotFound.
 type AuctionNotFound struct {
 	Code interface{} `json:"code"`
@@ -761,6 +767,15 @@ type Unauthenticated struct {
 	Type string `json:"type"`
 }
 
+// GetAuctionParams defines parameters for GetAuction.
+type GetAuctionParams struct {
+	// MinSeq Read-your-writes: the least `seq` the answer must reflect (a bid's `seq` from its 201). A cached state below it is bypassed and the store read; an auction that has not reached it is answered as it is. Not a non-negative integer in canonical decimal form, or given twice: 400 `invalid_query`.
+	MinSeq *MinSeq `form:"minSeq,omitempty" json:"minSeq,omitempty"`
+
+	// IfNoneMatch Entity tags from earlier answers (a comma-separated list, `W/` ignored, or `*`): when one is the auction's current version the answer is 304 with no body.
+	IfNoneMatch *IfNoneMatch `json:"If-None-Match,omitempty"`
+}
+
 // PlaceBidParams defines parameters for PlaceBid.
 type PlaceBidParams struct {
 	// IdempotencyKey A UUID in its canonical 36-character form (any case, not the nil UUID) that the client makes for each bid and sends again on every retry of it. Its scope is the auction. Missing: 400 `missing_idempotency_key`; not a UUID: 400 `invalid_idempotency_key`.
@@ -1090,10 +1105,10 @@ type ClientInterface interface {
 
 	// GetAuction Read an auction
 	//
-	// Public. A hot auction is read live from Redis, a cold one from PostgreSQL.
+	// Public. Each node answers from its read cache, kept current by the auction's published state updates: an open auction's answer comes from a store read at most `--read-cache-max-age` (1 s by default) old, patched by every update since; a closed or cancelled one never changes. A client that needs its own bid reflected sends the bid's `seq` as `minSeq`. Answers carry a strong `ETag` (the auction's version) and `Cache-Control`: `no-cache` while open (revalidate with `If-None-Match`), `public, max-age=86400, immutable` once closed or cancelled.
 	//
 	// Corresponds with GET /auctions/{id} (the `GetAuction` operationId).
-	GetAuction(ctx context.Context, id AuctionId, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetAuction(ctx context.Context, id AuctionId, params *GetAuctionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PlaceBidWithBody Bid (straight or proxy)
 	//
@@ -1223,11 +1238,11 @@ func (c *Client) CreateAuction(ctx context.Context, body CreateAuctionJSONReques
 
 // GetAuction Read an auction
 //
-// Public. A hot auction is read live from Redis, a cold one from PostgreSQL.
+// Public. Each node answers from its read cache, kept current by the auction's published state updates: an open auction's answer comes from a store read at most `--read-cache-max-age` (1 s by default) old, patched by every update since; a closed or cancelled one never changes. A client that needs its own bid reflected sends the bid's `seq` as `minSeq`. Answers carry a strong `ETag` (the auction's version) and `Cache-Control`: `no-cache` while open (revalidate with `If-None-Match`), `public, max-age=86400, immutable` once closed or cancelled.
 //
 // Corresponds with GET /auctions/{id} (the `GetAuction` operationId).
-func (c *Client) GetAuction(ctx context.Context, id AuctionId, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetAuctionRequest(c.Server, id)
+func (c *Client) GetAuction(ctx context.Context, id AuctionId, params *GetAuctionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetAuctionRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1476,7 +1491,7 @@ func NewCreateAuctionRequestWithBody(server string, contentType string, body io.
 }
 
 // NewGetAuctionRequest constructs an http.Request for the GetAuction method
-func NewGetAuctionRequest(server string, id AuctionId) (*http.Request, error) {
+func NewGetAuctionRequest(server string, id AuctionId, params *GetAuctionParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -1501,9 +1516,51 @@ func NewGetAuctionRequest(server string, id AuctionId) (*http.Request, error) {
 		return nil, err
 	}
 
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.MinSeq != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "minSeq", *params.MinSeq, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IfNoneMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-None-Match", *params.IfNoneMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-None-Match", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -1946,12 +2003,12 @@ type ClientWithResponsesInterface interface {
 
 	// GetAuctionWithResponse Read an auction
 	//
-	// Public. A hot auction is read live from Redis, a cold one from PostgreSQL.
+	// Public. Each node answers from its read cache, kept current by the auction's published state updates: an open auction's answer comes from a store read at most `--read-cache-max-age` (1 s by default) old, patched by every update since; a closed or cancelled one never changes. A client that needs its own bid reflected sends the bid's `seq` as `minSeq`. Answers carry a strong `ETag` (the auction's version) and `Cache-Control`: `no-cache` while open (revalidate with `If-None-Match`), `public, max-age=86400, immutable` once closed or cancelled.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /auctions/{id} (the `GetAuction` operationId).
-	GetAuctionWithResponse(ctx context.Context, id AuctionId, reqEditors ...RequestEditorFn) (*GetAuctionResponse, error)
+	GetAuctionWithResponse(ctx context.Context, id AuctionId, params *GetAuctionParams, reqEditors ...RequestEditorFn) (*GetAuctionResponse, error)
 
 	// PlaceBidWithBodyWithResponse Bid (straight or proxy)
 	//
@@ -2289,6 +2346,18 @@ func (r CreateAuctionResponse) ContentType() string {
 	return ""
 }
 
+// GetAuctionResponse200Headers the declared response headers of an HTTP 200 response for GetAuction
+type GetAuctionResponse200Headers struct {
+	CacheControl string
+	ETag         string
+}
+
+// GetAuctionResponse304Headers the declared response headers of an HTTP 304 response for GetAuction
+type GetAuctionResponse304Headers struct {
+	CacheControl string
+	ETag         string
+}
+
 // GetAuctionResponse503Headers the declared response headers of an HTTP 503 response for GetAuction
 type GetAuctionResponse503Headers struct {
 	RetryAfter int
@@ -2300,7 +2369,30 @@ type GetAuctionResponse struct {
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Auction
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationproblemJSON400 *InvalidId
+	ApplicationproblemJSON400 *struct {
+		Code interface{} `json:"code"`
+
+		// CurrentPrice With `bid_too_low` only.
+		//
+		// Examples: 1250.00
+		CurrentPrice *Money  `json:"currentPrice,omitempty"`
+		Detail       *string `json:"detail,omitempty"`
+
+		// MinimumBid With `bid_too_low` only: the least a bid must be.
+		//
+		// Examples: 1250.00
+		MinimumBid *Money `json:"minimumBid,omitempty"`
+
+		// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+		RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+		Status            interface{} `json:"status"`
+
+		// Title The status's reason phrase.
+		Title string `json:"title"`
+
+		// Type urn:bidgate:problem: followed by the code.
+		Type string `json:"type"`
+	}
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *AuctionNotFound
 	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
@@ -2313,6 +2405,10 @@ type GetAuctionResponse struct {
 	ApplicationproblemJSON500 *Internal
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *StoreUnavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetAuctionResponse200Headers
+	// Headers304 the parsed response headers for an HTTP 304 response
+	Headers304 *GetAuctionResponse304Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *GetAuctionResponse503Headers
 }
@@ -2323,7 +2419,30 @@ func (r GetAuctionResponse) GetJSON200() *Auction {
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r GetAuctionResponse) GetApplicationproblemJSON400() *InvalidId {
+func (r GetAuctionResponse) GetApplicationproblemJSON400() *struct {
+	Code interface{} `json:"code"`
+
+	// CurrentPrice With `bid_too_low` only.
+	//
+	// Examples: 1250.00
+	CurrentPrice *Money  `json:"currentPrice,omitempty"`
+	Detail       *string `json:"detail,omitempty"`
+
+	// MinimumBid With `bid_too_low` only: the least a bid must be.
+	//
+	// Examples: 1250.00
+	MinimumBid *Money `json:"minimumBid,omitempty"`
+
+	// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+	RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+	Status            interface{} `json:"status"`
+
+	// Title The status's reason phrase.
+	Title string `json:"title"`
+
+	// Type urn:bidgate:problem: followed by the code.
+	Type string `json:"type"`
+} {
 	return r.ApplicationproblemJSON400
 }
 
@@ -4309,13 +4428,13 @@ func (c *ClientWithResponses) CreateAuctionWithResponse(ctx context.Context, bod
 
 // GetAuctionWithResponse Read an auction
 //
-// Public. A hot auction is read live from Redis, a cold one from PostgreSQL.
+// Public. Each node answers from its read cache, kept current by the auction's published state updates: an open auction's answer comes from a store read at most `--read-cache-max-age` (1 s by default) old, patched by every update since; a closed or cancelled one never changes. A client that needs its own bid reflected sends the bid's `seq` as `minSeq`. Answers carry a strong `ETag` (the auction's version) and `Cache-Control`: `no-cache` while open (revalidate with `If-None-Match`), `public, max-age=86400, immutable` once closed or cancelled.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /auctions/{id} (the `GetAuction` operationId).
-func (c *ClientWithResponses) GetAuctionWithResponse(ctx context.Context, id AuctionId, reqEditors ...RequestEditorFn) (*GetAuctionResponse, error) {
-	rsp, err := c.GetAuction(ctx, id, reqEditors...)
+func (c *ClientWithResponses) GetAuctionWithResponse(ctx context.Context, id AuctionId, params *GetAuctionParams, reqEditors ...RequestEditorFn) (*GetAuctionResponse, error) {
+	rsp, err := c.GetAuction(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -4701,8 +4820,34 @@ func ParseGetAuctionResponse(rsp *http.Response) (*GetAuctionResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case rsp.StatusCode == 304:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest InvalidId
+		var dest struct {
+			Code interface{} `json:"code"`
+
+			// CurrentPrice With `bid_too_low` only.
+			//
+			// Examples: 1250.00
+			CurrentPrice *Money  `json:"currentPrice,omitempty"`
+			Detail       *string `json:"detail,omitempty"`
+
+			// MinimumBid With `bid_too_low` only: the least a bid must be.
+			//
+			// Examples: 1250.00
+			MinimumBid *Money `json:"minimumBid,omitempty"`
+
+			// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+			RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+			Status            interface{} `json:"status"`
+
+			// Title The status's reason phrase.
+			Title string `json:"title"`
+
+			// Type urn:bidgate:problem: followed by the code.
+			Type string `json:"type"`
+		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -4753,6 +4898,40 @@ func ParseGetAuctionResponse(rsp *http.Response) (*GetAuctionResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetAuctionResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 304:
+		var headers GetAuctionResponse304Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = value
+		}
+		response.Headers304 = &headers
 	case rsp.StatusCode == 503:
 		var headers GetAuctionResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {

@@ -1,6 +1,10 @@
 package redisstore
 
-import "testing"
+import (
+	"testing"
+
+	"bidgate"
+)
 
 func TestParseClose(t *testing.T) {
 	tests := []struct {
@@ -43,6 +47,8 @@ func TestParseClose(t *testing.T) {
 func TestParseUpdate(t *testing.T) {
 	good := Update{AuctionID: 7, PriceCents: 12345, LeaderID: 42, EndUs: 1700000000000001, Status: "OPEN", Seq: 3, UpdatedUs: 1700000000000000}
 	noLeader := Update{AuctionID: 7, PriceCents: 100, EndUs: 5, Status: "CLOSED"}
+	promoted := good
+	promoted.Mode = bidgate.ModeHot
 	tests := []struct {
 		name string
 		in   string
@@ -60,6 +66,10 @@ func TestParseUpdate(t *testing.T) {
 		{"bad leader", "u1|7|1|x|1|OPEN|3|1", Update{}, false},
 		{"bad status", "u1|7|1|42|1|GONE|3|1", Update{}, false},
 		{"no auction", "u1|0|1|42|1|OPEN|3|1", Update{}, false},
+		{"promotion", promoted.encode(), promoted, true},
+		{"as a promotion writes it", "u1|7|12345|42|1700000000000001|OPEN|3|1700000000000000|HOT", promoted, true},
+		{"bad mode", "u1|7|1|42|1|OPEN|3|1|WARM", Update{}, false},
+		{"too long", "u1|7|1|42|1|OPEN|3|1|HOT|x", Update{}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

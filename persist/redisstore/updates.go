@@ -14,9 +14,12 @@ import (
 // An auction's state after every change is published on its channel, as
 // one line the batch script can build without a JSON encoder:
 //
-//	u1|auction|price cents|leader or ""|end_us|status|seq|updated_us
+//	u1|auction|price cents|leader or ""|end_us|status|seq|updated_us[|mode]
 //
-// The Go encoder below and bid_batch.lua write it; Update decodes it.
+// The Go encoder below and bid_batch.lua write it; Update decodes it. The
+// mode is written only by a promotion, whose state is otherwise the one
+// readers hold: a node that parses only eight fields drops that message
+// alone (it tells its viewers nothing new).
 
 // Channel is the sharded pub/sub channel (SPUBLISH, SSUBSCRIBE) of auction
 // id's state updates. It carries the auction's hash tag: on a Redis Cluster
@@ -48,6 +51,8 @@ type Update struct {
 	Status     bidgate.Status
 	Seq        int64 // the bid count; only rises
 	UpdatedUs  int64 // when the serializing store made this state
+	// Mode is set by a promotion only (HOT); empty: unchanged.
+	Mode bidgate.Mode
 }
 
 // UpdateOf is the update for an auction's state made at updated
@@ -66,16 +71,27 @@ func (u Update) encode() string {
 	if u.LeaderID != 0 {
 		leader = strconv.FormatInt(u.LeaderID, 10)
 	}
-	return fmt.Sprintf("u1|%d|%d|%s|%d|%s|%d|%d", u.AuctionID, u.PriceCents, leader, u.EndUs, u.Status, u.Seq, u.UpdatedUs)
+	line := fmt.Sprintf("u1|%d|%d|%s|%d|%s|%d|%d", u.AuctionID, u.PriceCents, leader, u.EndUs, u.Status, u.Seq, u.UpdatedUs)
+	if u.Mode != "" {
+		line += "|" + string(u.Mode)
+	}
+	return line
 }
 
 // ParseUpdate decodes a message of a state-update channel.
 func ParseUpdate(msg string) (Update, error) {
 	f := strings.Split(msg, "|")
-	if len(f) != 8 || f[0] != "u1" {
+	if len(f) < 8 || len(f) > 9 || f[0] != "u1" {
 		return Update{}, errors.New("not a state update")
 	}
 	var u Update
+	if len(f) == 9 {
+		switch u.Mode = bidgate.Mode(f[8]); u.Mode {
+		case bidgate.ModeCold, bidgate.ModeHot:
+		default:
+			return Update{}, fmt.Errorf("state update: bad mode %q", f[8])
+		}
+	}
 	var err error
 	for i, dst := range []*int64{&u.AuctionID, &u.PriceCents, nil, &u.EndUs, nil, &u.Seq, &u.UpdatedUs} {
 		if dst == nil {
