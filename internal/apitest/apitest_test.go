@@ -57,14 +57,17 @@ func TestCheck(t *testing.T) {
 	}
 	const pj, j = "application/problem+json", "application/json"
 	bid := []string{"Idempotency-Key", "3f1c7a52-8a3e-4c2b-9d43-2b8f0e6a9c11"}
+	cached := []string{"ETag", `"a1-s0-OPEN-COLD-eab1cdef"`, "Cache-Control", "no-cache"}
 	for _, x := range []exchange{
-		{name: "an auction", method: "GET", path: "/auctions/1", status: 200, ctype: j, answer: auction},
-		{name: "a field too many", method: "GET", path: "/auctions/1", status: 200, ctype: j,
+		{name: "an auction", method: "GET", path: "/auctions/1", status: 200, ctype: j, hdr: cached, answer: auction},
+		{name: "a field too many", method: "GET", path: "/auctions/1", status: 200, ctype: j, hdr: cached,
 			answer: strings.Replace(auction, `"hot":false`, `"hot":false,"reservePrice":"1800.00"`, 1), wantErr: "reservePrice"},
-		{name: "three decimals", method: "GET", path: "/auctions/1", status: 200, ctype: j,
+		{name: "three decimals", method: "GET", path: "/auctions/1", status: 200, ctype: j, hdr: cached,
 			answer: strings.Replace(auction, `"currentPrice":"1000.00"`, `"currentPrice":"1000.000"`, 1), wantErr: "currentPrice"},
-		{name: "not a time", method: "GET", path: "/auctions/1", status: 200, ctype: j,
+		{name: "not a time", method: "GET", path: "/auctions/1", status: 200, ctype: j, hdr: cached,
 			answer: strings.Replace(auction, `"endTime":"2030-01-02T15:04:05Z"`, `"endTime":"tomorrow"`, 1), wantErr: "endTime"},
+		{name: "an auction without its caching headers", method: "GET", path: "/auctions/1", status: 200, ctype: j, answer: auction,
+			wantErr: "Cache-Control"},
 		{name: "a documented code", method: "GET", path: "/auctions/1", status: 404, ctype: pj, answer: problem(404, "auction_not_found")},
 		{name: "an undocumented code", method: "GET", path: "/auctions/1", status: 404, ctype: pj,
 			answer: problem(404, "no_such_thing"), wantErr: "code"},

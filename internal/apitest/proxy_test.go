@@ -27,6 +27,8 @@ func TestProxy(t *testing.T) {
 		switch {
 		case r.URL.Path == "/auctions/1":
 			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("ETag", `"a1-s0-OPEN-COLD-eab1cdef"`)
+			w.Header().Set("Cache-Control", "no-cache")
 			_, _ = io.WriteString(w, auction)
 		case r.URL.Path == "/ws/auctions/1":
 			// A hop-by-hop header the document requires: the proxy
