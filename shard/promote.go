@@ -50,7 +50,7 @@ func (s *Service) Promote(ctx context.Context, id int64, trigger string) (bidgat
 		s.metrics.promotions.WithLabelValues(trigger).Inc()
 		s.log.Info("auction promoted to hot", "auction", id, "trigger", trigger)
 	}
-	return s.Auction(ctx, id)
+	return s.primaryAuction(ctx, id) // the replica may not have the promotion yet
 }
 
 // promoteSoon promotes in the background, once at a time per auction.

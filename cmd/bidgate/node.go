@@ -49,6 +49,10 @@ func (n *node) openStores(ctx context.Context) error {
 		}
 		n.log.Info("database migrated", "applied", applied)
 	}
+	if n.reads, err = pgstore.OpenReads(ctx, db, n.cfg.Postgres.Read, n.reg, n.log); err != nil {
+		return err
+	}
+	n.cleanup = append(n.cleanup, n.reads.Close)
 	redisCfg, err := n.cfg.Redis.Config()
 	if err != nil {
 		return err
@@ -237,6 +241,7 @@ func (n *node) newServer(roles *background, members *ring.Ring, relay *persist.R
 	var auctions gateway.Auctions
 	if n.cfg.Roles[roleShard] {
 		auctions = n.newShard(relay)
+		roles.run(n.reads.Run)
 	}
 	gw := gateway.Config{RequestTimeout: n.cfg.HTTP.RequestTimeout, OpsOnly: !n.cfg.Roles[roleGateway],
 		MaxConns: n.cfg.HTTP.MaxConns, MaxConnsPerIP: n.cfg.HTTP.MaxConnsPerIP,
@@ -254,6 +259,7 @@ func (n *node) newServer(roles *background, members *ring.Ring, relay *persist.R
 func (n *node) newShard(relay *persist.Relay) *shard.Service {
 	cfg := n.cfg.Shard
 	cfg.Log = n.log
+	cfg.Reads = n.reads
 	if relay != nil {
 		cfg.OnHotAccepted = relay.Notify
 	}

@@ -20,7 +20,8 @@ import (
 
 // Pair is a PostgreSQL primary and a streaming standby of a test's own,
 // each a server process on a loopback port, with database bidgate
-// migrated on the primary (and so on the standby).
+// migrated on the primary (and so on the standby), its auction ids offset
+// as New's are.
 type Pair struct {
 	PrimaryURL string // database bidgate on the primary
 	StandbyURL string // the same database on the standby (read-only)
@@ -156,6 +157,7 @@ func migrate(tb testing.TB, admin, dbURL string) {
 	if _, err := pgstore.Migrate(ctx, db); err != nil {
 		tb.Fatalf("migrate the primary: %v", err)
 	}
+	offsetIDs(tb, ctx, db)
 }
 
 // serverBinDir is the newest installed PostgreSQL's bin directory.

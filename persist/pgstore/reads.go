@@ -73,7 +73,7 @@ func (c ReadConfig) Validate() error {
 	}
 	if c.URL != "" {
 		if _, err := pgxpool.ParseConfig(c.URL); err != nil {
-			errs = append(errs, fmt.Errorf("parse the read replica URL: %w", err))
+			errs = append(errs, fmt.Errorf("URL cannot be parsed: %w", err))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
