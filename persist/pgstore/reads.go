@@ -115,6 +115,9 @@ type Reads struct {
 	log     *slog.Logger
 
 	state atomic.Int32 // replicaUnchecked, replicaDown, replicaLagging, replicaUsable
+	// failedReads counts reads the standby failed: a measurement that
+	// started before one must not declare the standby usable again.
+	failedReads atomic.Uint64
 
 	mu  sync.Mutex // one measurement at a time
 	lag lagTracker
@@ -226,6 +229,7 @@ func (r *Reads) Do(ctx context.Context, read func(context.Context, *Store) error
 			reason = FallbackNotFound
 		default:
 			reason = FallbackError
+			r.failedReads.Add(1)
 			if r.state.CompareAndSwap(replicaUsable, replicaDown) {
 				r.log.Warn("read replica failed a read: reads go to the primary until its next good lag check", "err", err)
 			}
@@ -273,6 +277,7 @@ func (r *Reads) check(parent context.Context) {
 	defer r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(parent, r.cfg.CheckTimeout)
 	defer cancel()
+	failed := r.failedReads.Load()
 	var primaryPos int64
 	if err := r.primary.DB.QueryRow(ctx, primaryWALPositionSQL).Scan(&primaryPos); err != nil {
 		if parent.Err() != nil {
@@ -303,6 +308,9 @@ func (r *Reads) check(parent context.Context) {
 	if !known || lag > r.cfg.MaxLag {
 		r.setState(replicaLagging, "read replica lags: reads go to the primary", nil, "lag", lag, "max", r.cfg.MaxLag)
 		return
+	}
+	if r.failedReads.Load() != failed {
+		return // a read failed there meanwhile: the next measurement decides
 	}
 	r.setState(replicaUsable, "read replica serves reads", nil, "lag", lag)
 }
