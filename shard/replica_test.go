@@ -17,8 +17,8 @@ import (
 // With a read replica whose replay is paused (yet within its lag bound),
 // Auction answers a cold auction's row from it, as of the pause, but never
 // hides this node's own writes: an auction created since is re-read from
-// the primary, one promoted since is read live, and a cancel answers the
-// cancelled auction.
+// the primary, one promoted since is read live, a cancel answers the
+// cancelled auction, and Current reads the primary.
 func TestAuctionThroughAReadReplica(t *testing.T) {
 	pair := testdb.NewPair(t)
 	primary, err := pgstore.Open(ctx, pgstore.Config{URL: pair.PrimaryURL, MaxConns: 8})
@@ -93,6 +93,9 @@ func TestAuctionThroughAReadReplica(t *testing.T) {
 		{"bid on since: the replica's row, as of the pause", bidOn.ID, "100", bidgate.ModeCold, pgstore.SourceReplica},
 		{"created since: re-read from the primary", created.ID, "100", bidgate.ModeCold, pgstore.SourcePrimary},
 		{"promoted by this node since: live", promoted.ID, "200", bidgate.ModeHot, ""},
+	}
+	if a, err := s.Current().Auction(ctx, bidOn.ID); err != nil || a.CurrentPrice.String() != "150" {
+		t.Errorf("Current: %+v, %v; want the primary's price 150", a, err)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -210,6 +210,20 @@ func (s *Service) Auction(ctx context.Context, id int64) (bidgate.Auction, error
 	return s.withLiveState(ctx, a)
 }
 
+// Current reads auctions as Service.Auction does, except that a cold
+// auction's row always comes from the primary: for a reader that must not
+// see state older than what it already holds, such as the fan-out's
+// snapshot, read after subscribing to the updates so as to miss none.
+type Current struct{ s *Service }
+
+// Current returns s's reader of current state.
+func (s *Service) Current() Current { return Current{s: s} }
+
+// Auction returns the auction's current state.
+func (c Current) Auction(ctx context.Context, id int64) (bidgate.Auction, error) {
+	return c.s.primaryAuction(ctx, id)
+}
+
 // primaryAuction is Auction read from the primary: what a caller that just
 // wrote the auction must see.
 func (s *Service) primaryAuction(ctx context.Context, id int64) (bidgate.Auction, error) {

@@ -238,9 +238,13 @@ func (n *node) reconciler() *persist.Reconciler {
 // bids; with the gateway role it verifies tokens and serves viewers,
 // without it it serves only the operations endpoints.
 func (n *node) newServer(roles *background, members *ring.Ring, relay *persist.Relay) (*gateway.Server, error) {
-	var auctions gateway.Auctions
+	var (
+		auctions gateway.Auctions
+		current  fanout.Snapshotter // the viewers' snapshots: never the read replica's
+	)
 	if n.cfg.Roles[roleShard] {
-		auctions = n.newShard(relay)
+		svc := n.newShard(relay)
+		auctions, current = svc, svc.Current()
 		roles.run(n.reads.Run)
 	}
 	gw := gateway.Config{RequestTimeout: n.cfg.HTTP.RequestTimeout, OpsOnly: !n.cfg.Roles[roleGateway],
@@ -248,7 +252,7 @@ func (n *node) newServer(roles *background, members *ring.Ring, relay *persist.R
 		NodeID: n.cfg.Cluster.NodeID, Cluster: members, ClusterSecret: []byte(n.cfg.Cluster.Secret),
 		ClusterSecretPrevious: []byte(n.cfg.Cluster.SecretPrevious)}
 	if n.cfg.Roles[roleGateway] {
-		if err := n.startGateway(roles, &gw, auctions); err != nil {
+		if err := n.startGateway(roles, &gw, current); err != nil {
 			return nil, err
 		}
 	}
@@ -269,7 +273,7 @@ func (n *node) newShard(relay *persist.Relay) *shard.Service {
 // startGateway readies the public API of the gateway role: its token
 // verification (none with --auth=off) and its WebSocket hub, which runs
 // among the background roles.
-func (n *node) startGateway(roles *background, gw *gateway.Config, auctions gateway.Auctions) error {
+func (n *node) startGateway(roles *background, gw *gateway.Config, current fanout.Snapshotter) error {
 	if n.cfg.Auth.Mode == "off" {
 		gw.AuthOff = true
 		n.log.Warn("--auth=off: no bearer token is verified; anyone may bid, sell and operate as anyone (development only)")
@@ -282,7 +286,7 @@ func (n *node) startGateway(roles *background, gw *gateway.Config, auctions gate
 	}
 	cfg := n.cfg.Fanout
 	cfg.Log = n.log
-	hub := fanout.New(n.rdb, auctions, cfg, n.reg)
+	hub := fanout.New(n.rdb, current, cfg, n.reg)
 	roles.run(hub.Run)
 	gw.Viewers = hub
 	return nil
