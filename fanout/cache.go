@@ -189,17 +189,33 @@ func (c *Cache) Read(ctx context.Context, id, minSeq int64) (bidgate.Auction, er
 		return bidgate.Auction{}, err
 	}
 	a := v.(bidgate.Auction)
-	if !own && a.BidCount < minSeq {
+	if a.BidCount < minSeq {
 		// The read joined may have started before the caller's bid was
-		// answered; a read of its own is the store's latest.
-		return c.read(ctx, id)
+		// answered, or read a replica behind it; a read of its own, past
+		// the replica, is the store's latest.
+		return c.read(ctx, id, minSeq)
 	}
 	return a, nil
 }
 
-// read is an uncached read of the source.
-func (c *Cache) read(ctx context.Context, id int64) (bidgate.Auction, error) {
-	a, err := c.src.Auction(ctx, id)
+// seqReader is a source that can read past its own lag: shard.Service
+// reads the primary when its read replica has not reached minSeq.
+type seqReader interface {
+	Read(ctx context.Context, id, minSeq int64) (bidgate.Auction, error)
+}
+
+// read is an uncached read of the source, at least minSeq new when the
+// source can tell.
+func (c *Cache) read(ctx context.Context, id, minSeq int64) (bidgate.Auction, error) {
+	var (
+		a   bidgate.Auction
+		err error
+	)
+	if r, ok := c.src.(seqReader); ok && minSeq > 0 {
+		a, err = r.Read(ctx, id, minSeq)
+	} else {
+		a, err = c.src.Auction(ctx, id)
+	}
 	a.LeaderMax = decimal.Zero
 	return a, err
 }
@@ -212,7 +228,7 @@ func (c *Cache) fill(ctx context.Context, id int64) (bidgate.Auction, error) {
 		if !errors.Is(err, redisstore.ErrSubscriberClosed) {
 			c.cfg.Log.Warn("read cache: subscribe", "auction", id, "err", err)
 		}
-		return c.read(ctx, id)
+		return c.read(ctx, id, 0)
 	}
 	if added {
 		// Later reads do not wait: while Redis does not confirm, each is
@@ -228,7 +244,7 @@ func (c *Cache) fill(ctx context.Context, id int64) (bidgate.Auction, error) {
 	confirmed, drops := e.confirmed, e.drops
 	c.mu.Unlock()
 	start := c.now()
-	a, err := c.read(ctx, id)
+	a, err := c.read(ctx, id, 0)
 	if errors.Is(err, bidgate.ErrAuctionNotFound) {
 		c.forget(ctx, id, e)
 	}

@@ -16,7 +16,8 @@ type Reader interface {
 	Read(ctx context.Context, id, minSeq int64) (bidgate.Auction, error)
 }
 
-// direct reads the shard: every read is of the store, so minSeq holds.
+// direct reads Auctions that cannot take minSeq: every read is of the
+// store, which holds it unless the store is a lagging replica.
 type direct struct{ Auctions }
 
 func (d direct) Read(ctx context.Context, id, _ int64) (bidgate.Auction, error) {

@@ -40,7 +40,7 @@ func (s *Service) Cancel(ctx context.Context, id, seller int64) (bidgate.Auction
 		return bidgate.Auction{}, classify(fmt.Errorf("cancel auction %d: %w", id, err))
 	}
 	s.log.Info("auction cancelled by its seller", "auction", id)
-	a, err = s.Auction(ctx, id)
+	a, err = s.primaryAuction(ctx, id) // the replica may not have the cancel yet
 	if err == nil {
 		s.cache.update(id, a.SellerID, a.CurrentPrice, a.MinIncrement, true)
 		s.cold.pub.publish(ctx, a, time.Time{}) // whichever path: the state is final

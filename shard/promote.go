@@ -51,7 +51,7 @@ func (s *Service) Promote(ctx context.Context, id int64, trigger string) (bidgat
 		s.metrics.promotions.WithLabelValues(trigger).Inc()
 		s.log.Info("auction promoted to hot", "auction", id, "trigger", trigger)
 	}
-	a, err := s.Auction(ctx, id)
+	a, err := s.primaryAuction(ctx, id) // the replica may not have the promotion yet
 	if err == nil && promoted {
 		// The seq does not move: only the mode says the nodes' read
 		// caches now hold a stale "hot": false.

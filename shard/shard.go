@@ -53,6 +53,10 @@ type Config struct {
 	// OnHotAccepted, when set, is called after a batch accepted bids on a hot
 	// auction (the relay of this process wakes on it).
 	OnHotAccepted func(auctionID int64)
+	// Reads, when set, serves Auction's read of the row (a read replica's,
+	// within its lag bound); nil reads the primary. Bids, creates, cancels
+	// and promotions always use the primary.
+	Reads *pgstore.Reads
 }
 
 // MaxBatchLimit bounds Config.MaxBatch: a batch is one Redis script call,
@@ -133,6 +137,7 @@ type Service struct {
 	cache   *priceCache
 	limiter *limiter
 	heat    *heatMeter
+	reads   *pgstore.Reads // nil: the primary
 	metrics *metrics
 	log     *slog.Logger
 
@@ -154,6 +159,7 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, cfg Config, reg prometheus
 		cold:    &cold{db: db, store: store, cache: cache, pub: pub, lockTimeout: cfg.ColdLockTimeout},
 		limiter: newLimiter(rs, cfg.RateLimit, cfg.RateBurst, cfg.StoreTimeout),
 		heat:    newHeatMeter(cfg.PromoteRate),
+		reads:   cfg.Reads,
 		log:     cfg.Log,
 
 		storeTimeout: cfg.StoreTimeout,
@@ -185,12 +191,62 @@ func (s *Service) CreateAuction(ctx context.Context, n bidgate.NewAuction) (bidg
 	return a, nil
 }
 
-// Auction returns an auction's current state: a hot one's live from Redis.
+// Auction returns an auction's current state: a hot one's live from Redis,
+// a cold one's row from the read replica when one serves (as of at most its
+// lag bound ago), else from the primary.
 func (s *Service) Auction(ctx context.Context, id int64) (bidgate.Auction, error) {
+	if s.reads == nil {
+		return s.primaryAuction(ctx, id)
+	}
+	a, err := s.reads.Auction(ctx, id)
+	if err != nil {
+		return a, classify(err)
+	}
+	if _, isHot := s.hotIDs.Load(id); isHot && a.Mode == bidgate.ModeCold {
+		// The replica has not replayed a promotion this node made or saw:
+		// its cold row's price may be far behind Redis's.
+		return s.primaryAuction(ctx, id)
+	}
+	return s.withLiveState(ctx, a)
+}
+
+// Current reads auctions as Service.Auction does, except that a cold
+// auction's row always comes from the primary: for a reader that must not
+// see state older than what it already holds, such as the fan-out's
+// snapshot, read after subscribing to the updates so as to miss none.
+type Current struct{ s *Service }
+
+// Current returns s's reader of current state.
+func (s *Service) Current() Current { return Current{s: s} }
+
+// Auction returns the auction's current state.
+func (c Current) Auction(ctx context.Context, id int64) (bidgate.Auction, error) {
+	return c.s.primaryAuction(ctx, id)
+}
+
+// Read is Auction for a caller that needs at least minSeq, its own bid's
+// (GET /auctions/{id}?minSeq=): a read replica's row that has not reached
+// it is read again from the primary.
+func (s *Service) Read(ctx context.Context, id, minSeq int64) (bidgate.Auction, error) {
+	a, err := s.Auction(ctx, id)
+	if err != nil || a.BidCount >= minSeq || s.reads == nil {
+		return a, err
+	}
+	return s.primaryAuction(ctx, id)
+}
+
+// primaryAuction is Auction read from the primary: what a caller that just
+// wrote the auction must see.
+func (s *Service) primaryAuction(ctx context.Context, id int64) (bidgate.Auction, error) {
 	a, err := s.store.Auction(ctx, id)
 	if err != nil {
 		return a, classify(err)
 	}
+	return s.withLiveState(ctx, a)
+}
+
+// withLiveState overlays a hot auction's live Redis state on its row.
+func (s *Service) withLiveState(ctx context.Context, a bidgate.Auction) (bidgate.Auction, error) {
 	if a.Mode == bidgate.ModeHot {
 		s.hotIDs.Store(a.ID, struct{}{})
 		return s.hot.auction(ctx, a)

@@ -100,6 +100,7 @@ func (c *config) flags(cmd string) *settings.FlagSet {
 func (c *config) registerServe(fs *settings.FlagSet) {
 	c.Roles = roleSet{}
 	fs.BoolVar(&c.Migrate, "migrate", true, "apply database migrations at start-up")
+	c.Postgres.RegisterRead(fs)
 	c.Redis.Register(fs)
 	c.Kafka.Register(fs)
 	c.Events.Register(fs)

@@ -51,6 +51,50 @@ func TestConfigFlagsAndEnvironment(t *testing.T) {
 	}
 }
 
+// The read replica is off by default; its URL and lag bound come from
+// flags or the environment, and a bad value names its flag.
+func TestConfigReadReplica(t *testing.T) {
+	const standby = "postgres://reader@standby.test:5432/bidgate?sslmode=verify-full"
+	cases := []struct {
+		name   string
+		env    map[string]string
+		args   []string
+		url    string
+		maxLag time.Duration
+		err    string // a part of the error; empty: none
+	}{
+		{name: "defaults: no replica", maxLag: time.Second},
+		{name: "flags", args: []string{"--postgres-read-url", standby, "--read-max-lag", "250ms"}, url: standby, maxLag: 250 * time.Millisecond},
+		{name: "environment", env: map[string]string{"BIDGATE_POSTGRES_READ_URL": standby, "BIDGATE_READ_MAX_LAG": "3s"}, url: standby, maxLag: 3 * time.Second},
+		{name: "zero lag bound", args: []string{"--read-max-lag", "0s"}, err: "--read-max-lag must be positive"},
+		{name: "unparsable URL", args: []string{"--postgres-read-url", "postgres://reader:hunter2@[::1/bidgate"}, err: "--postgres-read-url cannot be parsed"},
+	}
+	key := filepath.Join(t.TempDir(), "dev-key.pem")
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			cfg, err := parseConfig("serve", append(append([]string{"--dev-key", key}, clusterArgs...), c.args...))
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("error %v, want one about %q", err, c.err)
+				}
+				if strings.Contains(err.Error(), "hunter2") {
+					t.Fatalf("the error shows the password: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Postgres.Read.URL != c.url || cfg.Postgres.Read.MaxLag != c.maxLag {
+				t.Fatalf("read URL %q max lag %v, want %q %v", cfg.Postgres.Read.URL, cfg.Postgres.Read.MaxLag, c.url, c.maxLag)
+			}
+		})
+	}
+}
+
 // A node that serves the API verifies tokens: from a JWKS file or URL with
 // an issuer and an audience, or from the dev key (dev issuer and audience).
 func TestConfigTokenVerification(t *testing.T) {

@@ -49,6 +49,10 @@ func (n *node) openStores(ctx context.Context) error {
 		}
 		n.log.Info("database migrated", "applied", applied)
 	}
+	if n.reads, err = pgstore.OpenReads(ctx, db, n.cfg.Postgres.Read, n.reg, n.log); err != nil {
+		return err
+	}
+	n.cleanup = append(n.cleanup, n.reads.Close)
 	redisCfg, err := n.cfg.Redis.Config()
 	if err != nil {
 		return err
@@ -234,16 +238,21 @@ func (n *node) reconciler() *persist.Reconciler {
 // bids; with the gateway role it verifies tokens and serves viewers,
 // without it it serves only the operations endpoints.
 func (n *node) newServer(roles *background, members *ring.Ring, relay *persist.Relay) (*gateway.Server, error) {
-	var auctions gateway.Auctions
+	var (
+		auctions gateway.Auctions
+		current  fanout.Snapshotter // the viewers' snapshots: never the read replica's
+	)
 	if n.cfg.Roles[roleShard] {
-		auctions = n.newShard(relay)
+		svc := n.newShard(relay)
+		auctions, current = svc, svc.Current()
+		roles.run(n.reads.Run)
 	}
 	gw := gateway.Config{RequestTimeout: n.cfg.HTTP.RequestTimeout, OpsOnly: !n.cfg.Roles[roleGateway],
 		MaxConns: n.cfg.HTTP.MaxConns, MaxConnsPerIP: n.cfg.HTTP.MaxConnsPerIP,
 		NodeID: n.cfg.Cluster.NodeID, Cluster: members, ClusterSecret: []byte(n.cfg.Cluster.Secret),
 		ClusterSecretPrevious: []byte(n.cfg.Cluster.SecretPrevious)}
 	if n.cfg.Roles[roleGateway] {
-		if err := n.startGateway(roles, &gw, auctions); err != nil {
+		if err := n.startGateway(roles, &gw, auctions, current); err != nil {
 			return nil, err
 		}
 	}
@@ -254,6 +263,7 @@ func (n *node) newServer(roles *background, members *ring.Ring, relay *persist.R
 func (n *node) newShard(relay *persist.Relay) *shard.Service {
 	cfg := n.cfg.Shard
 	cfg.Log = n.log
+	cfg.Reads = n.reads
 	if relay != nil {
 		cfg.OnHotAccepted = relay.Notify
 	}
@@ -261,9 +271,11 @@ func (n *node) newShard(relay *persist.Relay) *shard.Service {
 }
 
 // startGateway readies the public API of the gateway role: its token
-// verification (none with --auth=off), its WebSocket hub and its read
-// cache, which run among the background roles.
-func (n *node) startGateway(roles *background, gw *gateway.Config, auctions gateway.Auctions) error {
+// verification (none with --auth=off), its WebSocket hub (whose snapshots
+// read current, the primary) and its read cache (whose misses read
+// auctions, the replica when there is one), which run among the background
+// roles.
+func (n *node) startGateway(roles *background, gw *gateway.Config, auctions gateway.Auctions, current fanout.Snapshotter) error {
 	if n.cfg.Auth.Mode == "off" {
 		gw.AuthOff = true
 		n.log.Warn("--auth=off: no bearer token is verified; anyone may bid, sell and operate as anyone (development only)")
@@ -276,7 +288,7 @@ func (n *node) startGateway(roles *background, gw *gateway.Config, auctions gate
 	}
 	cfg := n.cfg.Fanout
 	cfg.Log = n.log
-	hub := fanout.New(n.rdb, auctions, cfg, n.reg)
+	hub := fanout.New(n.rdb, current, cfg, n.reg)
 	roles.run(hub.Run)
 	gw.Viewers = hub
 	rc := n.cfg.ReadCache

@@ -109,11 +109,12 @@ func serve(ctx context.Context, cfg config) error {
 
 // node is one bidgate process: its stores and the roles it runs.
 type node struct {
-	cfg config
-	log *slog.Logger
-	db  *pgxpool.Pool
-	rdb redis.UniversalClient
-	reg *prometheus.Registry
+	cfg   config
+	log   *slog.Logger
+	db    *pgxpool.Pool
+	reads *pgstore.Reads // reads that may go to a replica
+	rdb   redis.UniversalClient
+	reg   *prometheus.Registry
 
 	brokers       []string
 	kafkaSec      kafka.Security

@@ -76,8 +76,14 @@ func New(tb testing.TB, maxConns int32) (*pgxpool.Pool, string) {
 	if _, err := pgstore.Migrate(ctx, db); err != nil {
 		tb.Fatalf("migrate test database: %v", err)
 	}
-	// Auction ids start at a random point, so that tests running at once
-	// against one Redis never share an auction's keys.
+	offsetIDs(tb, ctx, db)
+	return db, dbURL
+}
+
+// offsetIDs starts auction ids at a random point, so that tests running at
+// once against one Redis never share an auction's keys.
+func offsetIDs(tb testing.TB, ctx context.Context, db pgstore.Querier) {
+	tb.Helper()
 	var offset [4]byte
 	if _, err := rand.Read(offset[:]); err != nil {
 		tb.Fatal(err)
@@ -86,7 +92,6 @@ func New(tb testing.TB, maxConns int32) (*pgxpool.Pool, string) {
 	if _, err := db.Exec(ctx, `SELECT setval('auction_id_seq', $1, false)`, start); err != nil {
 		tb.Fatalf("offset auction ids: %v", err)
 	}
-	return db, dbURL
 }
 
 func closeAdmin(tb testing.TB, ctx context.Context, admin *pgx.Conn) {
