@@ -72,6 +72,15 @@ CPU at that step: {{.Best.CPU.Sentence}}.{{else}}No step held.{{end}} Stopped: {
 <p class="muted">CPU per step: bidgate is every node's process_cpu_seconds_total, summed; bidbench its own getrusage, per request sent; Redis its INFO cpu (the whole server); cores are CPU seconds per second of the step; decided = 201 + 409.</p>{{end}}
 {{.RampChart}}
 
+{{with .R.Viewers}}<h2>Viewers</h2>
+<p>{{.ConnectSentence}}.</p>
+<p>{{.MessageSentence}}.</p>
+<p>{{.CostSentence}}.</p>
+<table><tr><th class="l">delivery lag</th><th>messages</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th></tr>
+<tr><td class="l">updatedAt → arrival</td><td>{{.Lag.Count}}</td><td>{{ms .Lag.P50}}</td><td>{{ms .Lag.P90}}</td><td>{{ms .Lag.P99}}</td><td>{{ms .Lag.P999}}</td><td>{{ms .Lag.Max}}</td></tr></table>{{end}}
+{{with .R.Pollers}}<h2>Pollers</h2>
+<p>{{.Sentence}}.</p>{{end}}
+
 {{with .R.CloseBurst}}<h2>Close burst</h2>
 <p>{{.Auctions}} auctions ending from {{clock .FirstEnd}} to {{clock .LastEnd}} (database clock), {{.Bids}} with a bid.
 {{.Closed}} CLOSED; the last one {{printf "%.2f" .AfterFirstEnd}} s after the first end, {{printf "%.2f" .AfterLastEnd}} s after the last end; {{f0 .ClosePerSec}} closes/s.{{if .TimedOut}} <span class="fail">Timed out.</span>{{end}}</p>{{end}}

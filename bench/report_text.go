@@ -49,6 +49,7 @@ func WriteText(w io.Writer, res *Result) {
 			c.Auctions, c.CreatedVia, c.CreateSeconds, c.EndingInRun, c.Offered, c.Sent, c.Outcomes[Created], c.Outcomes[Conflict],
 			c.Outcomes[RateLimited], c.Outcomes[ServerError], c.AcceptedPerSec, c.LateRefused, c.LateSent)
 	}
+	writeWatchers(w, res)
 	if r := res.Ramp; r != nil {
 		fmt.Fprintf(w, "\nramp on auction %d (hot: %v)\n", r.AuctionID, r.Hot)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -150,4 +151,16 @@ func writeLatencyTable(w io.Writer, s Summary) {
 	}
 	row("all answered", s.All)
 	tw.Flush()
+}
+
+// writeWatchers writes the viewers' and the pollers' lines.
+func writeWatchers(w io.Writer, res *Result) {
+	if v := res.Viewers; v != nil {
+		fmt.Fprintf(w, "\nviewers: %s\n", v.ConnectSentence())
+		fmt.Fprintf(w, "  %s\n", v.MessageSentence())
+		fmt.Fprintf(w, "  %s\n", v.CostSentence())
+	}
+	if p := res.Pollers; p != nil {
+		fmt.Fprintf(w, "\npollers: %s\n", p.Sentence())
+	}
 }

@@ -198,6 +198,11 @@ func registerFlashSale(fs *settings.FlagSet) play {
 	fs.Float64Var(&c.ReserveShare, "reserve-share", c.ReserveShare, "share of cold auctions with a hidden reserve (and every other hot one while above 0)")
 	fs.Float64Var(&c.BuyNowShare, "buy-now-share", c.BuyNowShare, "share of cold auctions with a buy-now price (and every other hot one while above 0)")
 	fs.IntVar(&c.BuyNows, "buy-nows", c.BuyNows, "buy-now requests on cold auctions at the start (and one bought hot auction)")
+	fs.IntVar(&c.Viewers, "viewers", c.Viewers, "WebSocket viewers of the hot auctions, round-robin over the targets and the auctions, connected before the load; "+
+		"each reads until its auction's closed message (audited against the database)")
+	fs.Float64Var(&c.ViewerConnectRate, "viewer-connect-rate", c.ViewerConnectRate, "viewers connected per second at most (no SYN flood)")
+	fs.IntVar(&c.ViewersPerSource, "viewers-per-source", c.ViewersPerSource, "viewers per loopback source address (127.0.0.1, .2, ...), under bidgate's --ws-max-viewers-per-ip; 0: all from one")
+	fs.Float64Var(&c.Pollers, "pollers", c.Pollers, "GET /auctions/{id} per second over the hot auctions and the targets during the load (open loop, with If-None-Match of the last ETag)")
 	return func(ctx context.Context, e *bench.Env) (*bench.Result, error) { return e.FlashSale(ctx, c) }
 }
 
