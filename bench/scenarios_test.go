@@ -149,6 +149,67 @@ func TestScenariosAgainstTheRealStack(t *testing.T) {
 		}
 	})
 
+	// Viewers over three loopback source addresses and pollers on a small
+	// sale: every viewer gets every state in order and the database's final
+	// one; the report has their numbers.
+	t.Run("flash-sale with viewers and pollers", func(t *testing.T) {
+		c := DefaultFlashSale()
+		c.Cold, c.Hot, c.HotRate, c.ColdRate, c.Duration = 20, 1, 100, 5, 3*time.Second
+		c.Bidders, c.BuyNows, c.LateBids = 100, 0, 2
+		c.Viewers, c.ViewersPerSource, c.ViewerConnectRate, c.Pollers = 9, 3, 50, 40
+		res, err := e.FlashSale(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteOutputs(res, filepath.Join(t.TempDir(), "viewers.json"), false); err != nil {
+			t.Fatal(err)
+		}
+		var text strings.Builder
+		WriteText(&text, res)
+		t.Log(text.String())
+		requirePassed(t, res)
+		for _, id := range []string{CheckViewerOrder, CheckViewerFinal} {
+			if got := find(t, res.Checks, id); got.Checked == 0 {
+				t.Errorf("%s checked nothing: %+v", id, got)
+			}
+		}
+		v := res.Viewers
+		switch {
+		case v == nil:
+			t.Fatal("no viewers in the result")
+		case v.Connected != 9 || v.Failed != 0 || v.Dropped != 0 || v.Closed != 9 || v.SourceAddrs != 3:
+			t.Errorf("viewers: %d connected from %d sources, %d failed %v (%s), %d dropped %v, %d closed",
+				v.Connected, v.SourceAddrs, v.Failed, v.FailedBy, v.FirstError, v.Dropped, v.DroppedBy, v.Closed)
+		case v.Delivered < 3*9 || v.Lag.Count == 0 || v.Lag.P99 <= 0 || v.MessagesPerSec <= 0 || v.Unstamped < 9:
+			t.Errorf("viewers' messages: %d (%d unstamped), %.1f/s, lag %+v", v.Delivered, v.Unstamped, v.MessagesPerSec, v.Lag)
+		case v.CPUMissing != "" || v.NodeCPUPerMessageUs <= 0 || v.CPUMessages == 0:
+			t.Errorf("viewers' CPU: %.1f µs over %d messages (%s)", v.NodeCPUPerMessageUs, v.CPUMessages, v.CPUMissing)
+		case v.MemoryMissing != "" || v.RSSBefore <= 0 || v.RSSAfter <= 0:
+			t.Errorf("viewers' memory: %.0f → %.0f bytes (%s)", v.RSSBefore, v.RSSAfter, v.MemoryMissing)
+		}
+		p := res.Pollers
+		switch {
+		case p == nil:
+			t.Fatal("no pollers in the result")
+		case p.Sent < 100 || p.Errors != 0 || p.Other != 0 || p.OK+p.NotModified != p.Sent || p.Latency.Count != p.Sent:
+			t.Errorf("pollers: %+v", p)
+		}
+		html, err := os.ReadFile(res.Files.HTML)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"viewers: 9 of 9 connected", "pollers: 40 GET/s"} {
+			if !strings.Contains(text.String(), want) {
+				t.Errorf("the text report lacks %q", want)
+			}
+		}
+		for _, want := range []string{"<h2>Viewers</h2>", "<h2>Pollers</h2>", "per 1,000 viewers"} {
+			if !strings.Contains(string(html), want) {
+				t.Errorf("the HTML report lacks %q", want)
+			}
+		}
+	})
+
 	t.Run("close-burst", func(t *testing.T) {
 		c := DefaultCloseBurst()
 		c.Auctions, c.Lead, c.BidShare, c.LateBids, c.Timeout = 1000, 5*time.Second, 0.2, 10, 30*time.Second
