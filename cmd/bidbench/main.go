@@ -1,6 +1,7 @@
 // Command bidbench is bidgate's load-test harness.
 //
-//	bidbench flash-sale   the design's scale: many cold auctions, a few hot ones ending under load
+//	bidbench flash-sale   the design's scale: many cold auctions, a few hot ones ending under load,
+//	                      watched by WebSocket viewers and pollers (--viewers, --pollers)
 //	bidbench hot-max      ramp one hot auction until p99 > 200 ms or errors
 //	bidbench cold-max     the same for one cold auction
 //	bidbench close-burst  many auctions ending in the same second
@@ -36,7 +37,8 @@ const usage = `usage: bidbench <scenario> [flags]
 
 scenarios:
   flash-sale   N cold auctions with a trickle of bids and H hot ones taking R bids/s each
-               over their last minute, ending (and extended by anti-sniping) inside the run
+               over their last minute, ending (and extended by anti-sniping) inside the run;
+               --viewers (WebSocket) and --pollers (GET) watch the hot auctions
   hot-max      ramp one hot auction's arrival rate until a step's p99 crosses --p99 or errors appear
   cold-max     the same for one cold auction (run bidgate with --promote-rate=-1)
   close-burst  M auctions ending in the same second: time until all are CLOSED, each exactly once
