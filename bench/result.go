@@ -33,6 +33,7 @@ type Result struct {
 	CloseBurst *CloseBurst    `json:"closeBurst,omitempty"`
 	Viewers    *ViewersResult `json:"viewers,omitempty"`
 	Pollers    *PollersResult `json:"pollers,omitempty"`
+	Reads      *Reads         `json:"reads,omitempty"`
 	Limits     []Limit        `json:"limits,omitempty"`
 	Ratios     []Ratio        `json:"ratios,omitempty"`
 	Drain      *Drain         `json:"drain,omitempty"`
