@@ -290,6 +290,58 @@ func TestScenariosAgainstTheRealStack(t *testing.T) {
 		}
 	})
 
+	// A small reads run: every GET of the floor, the cold and the hot
+	// auction answered 200, and every figure of the report filled.
+	t.Run("reads", func(t *testing.T) {
+		c := DefaultReads()
+		c.Rate, c.Duration, c.Repeat = 300, 1500*time.Millisecond, 1
+		res, err := e.ReadsRun(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteOutputs(res, filepath.Join(t.TempDir(), "reads.json"), true); err != nil {
+			t.Fatal(err)
+		}
+		var text strings.Builder
+		WriteText(&text, res)
+		t.Log(text.String())
+		r := res.Reads
+		if r == nil || r.ColdAuction == 0 || r.HotAuction == 0 || r.FloorBodyBytes < 100 || r.FloorTarget == "" {
+			t.Fatalf("reads: %+v", r)
+		}
+		if len(r.Runs) != 3 || len(r.Medians) != 3 {
+			t.Fatalf("%d runs, %d medians; want 3 and 3", len(r.Runs), len(r.Medians))
+		}
+		for i, run := range r.Runs {
+			want := int(c.Rate * c.Duration.Seconds())
+			switch {
+			case run.Kind != readKinds[i] || run.Round != 1:
+				t.Errorf("run %d: %s round %d", i, run.Kind, run.Round)
+			case run.Sent != want || run.Answered != int64(want) || run.Status["200"] != int64(want) || len(run.Status) != 1:
+				t.Errorf("%s: %d sent, %d answered %v; want %d, all 200", run.Kind, run.Sent, run.Answered, run.Status, want)
+			case run.AnsweredPerSec <= 0 || run.Latency.Count != int64(want) || run.Latency.P99 <= 0 || run.Latency.Max < run.Latency.P99:
+				t.Errorf("%s: %.0f answered/s, latency %+v", run.Kind, run.AnsweredPerSec, run.Latency)
+			case run.ServerMissing != "" || run.GenUsPerRequest <= 0:
+				t.Errorf("%s: server CPU missing (%s) or bidbench's %.1f µs/request", run.Kind, run.ServerMissing, run.GenUsPerRequest)
+			case run.Kind != ReadFloor && run.ServerUsPerAnswer <= 0:
+				t.Errorf("%s: bidgate's CPU per answer %.1f µs", run.Kind, run.ServerUsPerAnswer)
+			}
+		}
+		for i, k := range r.Medians {
+			if k.Kind != readKinds[i] || k.Runs != 1 || k.AnsweredPerSec != r.Runs[i].AnsweredPerSec || k.P99 != r.Runs[i].Latency.P99 {
+				t.Errorf("median %d: %+v of run %+v", i, k, r.Runs[i])
+			}
+		}
+		if f := r.Medians[0]; f.ServerUsPerAnswer > 0 && (f.VsFloor != 1 || r.Medians[1].VsFloor <= 0) {
+			t.Errorf("ratios to the floor: %+v", r.Medians)
+		}
+		for _, want := range []string{"reads: GET /auctions/", "medians", "× floor"} {
+			if !strings.Contains(text.String(), want) {
+				t.Errorf("the text report lacks %q", want)
+			}
+		}
+	})
+
 	// Last: its failed authentications count against the address's budget.
 	t.Run("foreign key", func(t *testing.T) {
 		spec, err := e.api.createAuction(newAuction{SellerID: sellerID(0), Title: "bidbench foreign key", StartPrice: cents(coldStartCents),
