@@ -126,6 +126,22 @@ func (a *api) ready() error {
 	return nil
 }
 
+// get sends GET path to target t and returns the body of its 200.
+func (a *api) get(t int, path string) ([]byte, error) {
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI(a.targets[t].Base + path)
+	req.Header.SetMethod(fasthttp.MethodGet)
+	if err := a.clients[t].DoTimeout(req, resp, 30*time.Second); err != nil {
+		return nil, fmt.Errorf("GET %s%s: %w", a.targets[t].Base, path, err)
+	}
+	if resp.StatusCode() != fasthttp.StatusOK {
+		return nil, fmt.Errorf("GET %s%s: %d %.200s", a.targets[t].Base, path, resp.StatusCode(), resp.Body())
+	}
+	return append([]byte(nil), resp.Body()...), nil
+}
+
 // createAuction creates an auction as its seller (n.SellerID, with a sell
 // token for that user).
 func (a *api) createAuction(n newAuction) (AuctionSpec, error) {

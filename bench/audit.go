@@ -26,6 +26,10 @@ type Dataset struct {
 	// end had passed must be CLOSED (the moment the pipeline was seen
 	// drained). Zero skips that check.
 	ClosedBy time.Time
+	// Watched is set when the run had WebSocket viewers; Viewers is what
+	// each one saw.
+	Watched bool
+	Viewers []ViewerLog
 }
 
 // AuctionRow is a row of table auction.
@@ -106,6 +110,8 @@ const (
 	CheckHidden         = "hidden"
 	CheckIdempotency    = "idempotency"
 	CheckAuthorized     = "authorized"
+	CheckViewerOrder    = "viewer-order"
+	CheckViewerFinal    = "viewer-final"
 )
 
 const maxExamples = 5
@@ -198,7 +204,7 @@ func (ix *index) effectiveEnd(s AuctionSpec) time.Time {
 // Audit checks the design's invariants on d and returns one Check each.
 func Audit(d Dataset) []Check {
 	ix := newIndex(d)
-	return []Check{
+	checks := []Check{
 		checkPersisted(ix, d.Records),
 		checkBeforeEnd(ix),
 		checkLateRefused(d.Records),
@@ -213,6 +219,10 @@ func Audit(d Dataset) []Check {
 		checkIdempotency(ix, d.Records),
 		checkAuthorized(d.Records),
 	}
+	if d.Watched {
+		checks = append(checks, checkViewerOrder(d.Viewers), checkViewerFinal(ix, d.Viewers))
+	}
+	return checks
 }
 
 func money(s string) decimal.Decimal {

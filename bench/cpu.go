@@ -238,6 +238,12 @@ func (m *cpuMeter) sample(ctx context.Context) cpuSample {
 
 // scrapeCPU reads process_cpu_seconds_total from one Prometheus endpoint.
 func scrapeCPU(ctx context.Context, client *http.Client, u string) (float64, error) {
+	return scrapeSum(ctx, client, u, "process_cpu_seconds_total")
+}
+
+// scrapeSum reads one metric family from a Prometheus endpoint, its
+// series summed.
+func scrapeSum(ctx context.Context, client *http.Client, u, family string) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -258,9 +264,9 @@ func scrapeCPU(ctx context.Context, client *http.Client, u string) (float64, err
 	if err != nil {
 		return 0, fmt.Errorf("scrape %s: %w", u, err)
 	}
-	f := families["process_cpu_seconds_total"]
+	f := families[family]
 	if f == nil || len(f.GetMetric()) == 0 {
-		return 0, fmt.Errorf("scrape %s: no process_cpu_seconds_total (not a bidgate node's /metrics?)", u)
+		return 0, fmt.Errorf("scrape %s: no %s (not a bidgate node's /metrics?)", u, family)
 	}
 	var sum float64
 	for _, m := range f.GetMetric() {
@@ -272,6 +278,25 @@ func scrapeCPU(ctx context.Context, client *http.Client, u string) (float64, err
 		case m.GetUntyped() != nil:
 			sum += m.GetUntyped().GetValue()
 		}
+	}
+	return sum, nil
+}
+
+// residentBytes is the nodes' process_resident_memory_bytes, summed.
+func (m *cpuMeter) residentBytes(ctx context.Context) (float64, error) {
+	if m == nil || len(m.urls) == 0 {
+		if m == nil {
+			return 0, errors.New("not measured")
+		}
+		return 0, errors.New(m.noURLs)
+	}
+	var sum float64
+	for _, u := range m.urls {
+		v, err := scrapeSum(ctx, m.client, u, "process_resident_memory_bytes")
+		if err != nil {
+			return 0, err
+		}
+		sum += v
 	}
 	return sum, nil
 }

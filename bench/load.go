@@ -27,9 +27,14 @@ type Job struct {
 	Amount    string
 	MaxAmount string
 	BuyNow    bool
-	Kind      Kind
-	Step      int
-	Intended  time.Time
+	// Read sends GET /auctions/{id} instead (no token, no body), with
+	// If-None-Match of the last ETag that target gave for the auction
+	// when IfNoneMatch is set.
+	Read        bool
+	IfNoneMatch bool
+	Kind        Kind
+	Step        int
+	Intended    time.Time
 	// ShortTimeout, when positive, replaces the normal client timeout for
 	// this attempt (a deliberate timeout before a retry).
 	ShortTimeout time.Duration
@@ -65,6 +70,9 @@ type Loader struct {
 	planned     atomic.Int64
 	dropped     atomic.Int64 // not sent because ctx ended
 	closeOnce   sync.Once
+
+	etagMu sync.Mutex
+	etags  map[pollKey][]byte // reads' last ETag per target and auction
 }
 
 // NewLoader starts the workers. Close stops them. Each bid carries its
@@ -76,7 +84,8 @@ func NewLoader(ctx context.Context, targets []Target, cfg LoaderConfig, rec *Rec
 	if cfg.Queue < 1 {
 		cfg.Queue = 1
 	}
-	l := &Loader{ctx: ctx, cfg: cfg, targets: targets, rec: rec, tokens: tokens, queue: make(chan Job, cfg.Queue)}
+	l := &Loader{ctx: ctx, cfg: cfg, targets: targets, rec: rec, tokens: tokens, queue: make(chan Job, cfg.Queue),
+		etags: map[pollKey][]byte{}}
 	for _, t := range targets {
 		l.clients = append(l.clients, newHostClient(t, cfg.Workers))
 	}
@@ -244,6 +253,10 @@ var idempotencyKey = []byte("Idempotency-Key")
 
 func (l *Loader) do(w *worker, j Job) {
 	t := int((l.next.Add(1) - 1) % uint64(len(l.clients)))
+	if j.Read {
+		l.read(w, j, t)
+		return
+	}
 	// The bidder's token is minted on its first bid (before the send time,
 	// so that the signature counts in the send lag) and cached after.
 	bearer, err := l.tokens.Header(j.BidderID, auth.ScopeBid)
@@ -308,6 +321,47 @@ func (l *Loader) do(w *worker, j Job) {
 		l.planned.Add(1)
 		time.AfterFunc(j.RetryAfter, func() { l.enqueue(retry) })
 	}
+}
+
+// read sends GET /auctions/{id} to target t and records the answer's
+// status; the body is not decoded (a reads run measures the server).
+func (l *Loader) read(w *worker, j Job, t int) {
+	req, resp := w.req, w.resp
+	req.Reset()
+	resp.Reset()
+	w.uri = append(w.uri[:0], l.targets[t].Base...)
+	w.uri = append(w.uri, "/auctions/"...)
+	w.uri = strconv.AppendInt(w.uri, j.AuctionID, 10)
+	req.SetRequestURIBytes(w.uri)
+	req.Header.SetMethod(fasthttp.MethodGet)
+	k := pollKey{target: t, auction: j.AuctionID}
+	if j.IfNoneMatch {
+		l.etagMu.Lock()
+		w.key = append(w.key[:0], l.etags[k]...)
+		l.etagMu.Unlock()
+		if len(w.key) > 0 {
+			req.Header.SetBytesV(fasthttp.HeaderIfNoneMatch, w.key)
+		}
+	}
+	sent := time.Now()
+	err := l.clients[t].DoTimeout(req, resp, l.cfg.Timeout)
+	end := time.Now()
+
+	r := j.record(t)
+	r.Sent, r.Latency = sent, end.Sub(earliest(j.Intended, sent))
+	if err != nil {
+		r.Err, r.Outcome = err.Error(), Transport
+		l.rec.add(r)
+		return
+	}
+	r.Status = resp.StatusCode()
+	r.Outcome = classifyRead(r.Status)
+	if tag := resp.Header.Peek(fasthttp.HeaderETag); j.IfNoneMatch && r.Status == fasthttp.StatusOK && len(tag) > 0 {
+		l.etagMu.Lock()
+		l.etags[k] = append(l.etags[k][:0], tag...)
+		l.etagMu.Unlock()
+	}
+	l.rec.add(r)
 }
 
 // record is the job's record before it is sent to target t.
@@ -375,6 +429,15 @@ func classify(status int) Outcome {
 		return ServerError
 	}
 	return OtherStatus
+}
+
+// classifyRead is classify for a GET: its 200 shares the class "200"
+// with a replayed bid, a 304 has its own.
+func classifyRead(status int) Outcome {
+	if status == fasthttp.StatusNotModified {
+		return NotModified
+	}
+	return classify(status)
 }
 
 func earliest(a, b time.Time) time.Time {

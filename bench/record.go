@@ -20,7 +20,9 @@ type Outcome string
 
 const (
 	Created  Outcome = "201" // accepted: leading, or answered by the leader's proxy ("leading": false)
-	Replayed Outcome = "200" // the original bid of a repeated Idempotency-Key
+	Replayed Outcome = "200" // the original bid of a repeated Idempotency-Key (or a read's 200)
+	// NotModified is a read's 304: the If-None-Match it sent still holds.
+	NotModified Outcome = "304"
 	// Conflict is a refusal by the auction's rules, never an error: too
 	// low, closed, the leader's own straight bid or a maximum not above
 	// theirs (already_leading, max_not_raised: a leader bidding again), a
@@ -36,7 +38,7 @@ const (
 )
 
 // Outcomes lists every class in report order.
-var Outcomes = []Outcome{Created, Replayed, Conflict, RateLimited, ServerError, OtherStatus, Transport, PlannedTimeout}
+var Outcomes = []Outcome{Created, Replayed, NotModified, Conflict, RateLimited, ServerError, OtherStatus, Transport, PlannedTimeout}
 
 // IsError reports the classes that stop a ramp: 5xx and transport errors.
 // A refusal (409, whatever its code) is an answer, not an error.
@@ -49,6 +51,7 @@ const (
 	KindBid   Kind = "bid"   // a scheduled bid
 	KindRetry Kind = "retry" // the same key, bidder and terms again
 	KindLate  Kind = "late"  // sent after the auction's known end; must be refused
+	KindRead  Kind = "read"  // GET /auctions/{id} (the reads scenario)
 )
 
 // Record is one request as the harness sent it and saw it answered.

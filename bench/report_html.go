@@ -72,6 +72,24 @@ CPU at that step: {{.Best.CPU.Sentence}}.{{else}}No step held.{{end}} Stopped: {
 <p class="muted">CPU per step: bidgate is every node's process_cpu_seconds_total, summed; bidbench its own getrusage, per request sent; Redis its INFO cpu (the whole server); cores are CPU seconds per second of the step; decided = 201 + 409.</p>{{end}}
 {{.RampChart}}
 
+{{with .R.Viewers}}<h2>Viewers</h2>
+<p>{{.ConnectSentence}}.</p>
+<p>{{.MessageSentence}}.</p>
+<p>{{.CostSentence}}.</p>
+<table><tr><th class="l">delivery lag</th><th>messages</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th></tr>
+<tr><td class="l">updatedAt → arrival</td><td>{{.Lag.Count}}</td><td>{{ms .Lag.P50}}</td><td>{{ms .Lag.P90}}</td><td>{{ms .Lag.P99}}</td><td>{{ms .Lag.P999}}</td><td>{{ms .Lag.Max}}</td></tr></table>{{end}}
+{{with .R.Pollers}}<h2>Pollers</h2>
+<p>{{.Sentence}}.</p>{{end}}
+{{with .R.Reads}}<h2>Reads</h2>
+<p>GET /auctions/{{.ColdAuction}} (cold) and /auctions/{{.HotAuction}} (hot) against the floor, a do-nothing fasthttp server at {{.FloorTarget}} answering {{.FloorBodyBytes}} bytes, on the same open-loop generator.
+Server CPU: the floor process's /proc/&lt;pid&gt;/stat, bidgate's nodes' process_cpu_seconds_total summed, over each run.</p>
+<table><tr><th class="l">kind</th><th>runs</th><th>answered/s</th><th>p50 ms</th><th>p99 ms</th><th>max ms</th><th>server µs/answer</th><th>× floor</th></tr>
+{{range .Medians}}<tr><td class="l">{{.Kind}}</td><td>{{.Runs}}</td><td>{{f0 .AnsweredPerSec}}</td><td>{{ms .P50}}</td><td>{{ms .P99}}</td><td>{{ms .Max}}</td><td>{{f1 .ServerUsPerAnswer}}</td><td>{{ms .VsFloor}}</td></tr>
+{{end}}</table>
+<table><tr><th>round</th><th class="l">kind</th><th>offered/s</th><th>sent</th><th>answered/s</th><th class="l">status</th><th>p50 ms</th><th>p99 ms</th><th>max ms</th><th>server µs/answer</th><th>bidbench µs/req</th></tr>
+{{range .Runs}}<tr><td>{{.Round}}</td><td class="l">{{.Kind}}</td><td>{{f0 .Offered}}</td><td>{{.Sent}}</td><td>{{f0 .AnsweredPerSec}}</td><td class="l">{{range $k, $v := .Status}}{{$k}} {{$v}} {{end}}</td><td>{{ms .Latency.P50}}</td><td>{{ms .Latency.P99}}</td><td>{{ms .Latency.Max}}</td><td>{{if .ServerMissing}}-{{else}}{{f1 .ServerUsPerAnswer}}{{end}}</td><td>{{f1 .GenUsPerRequest}}</td></tr>
+{{end}}</table>{{end}}
+
 {{with .R.CloseBurst}}<h2>Close burst</h2>
 <p>{{.Auctions}} auctions ending from {{clock .FirstEnd}} to {{clock .LastEnd}} (database clock), {{.Bids}} with a bid.
 {{.Closed}} CLOSED; the last one {{printf "%.2f" .AfterFirstEnd}} s after the first end, {{printf "%.2f" .AfterLastEnd}} s after the last end; {{f0 .ClosePerSec}} closes/s.{{if .TimedOut}} <span class="fail">Timed out.</span>{{end}}</p>{{end}}

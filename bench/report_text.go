@@ -49,6 +49,8 @@ func WriteText(w io.Writer, res *Result) {
 			c.Auctions, c.CreatedVia, c.CreateSeconds, c.EndingInRun, c.Offered, c.Sent, c.Outcomes[Created], c.Outcomes[Conflict],
 			c.Outcomes[RateLimited], c.Outcomes[ServerError], c.AcceptedPerSec, c.LateRefused, c.LateSent)
 	}
+	writeWatchers(w, res)
+	writeReads(w, res.Reads)
 	if r := res.Ramp; r != nil {
 		fmt.Fprintf(w, "\nramp on auction %d (hot: %v)\n", r.AuctionID, r.Hot)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -150,4 +152,57 @@ func writeLatencyTable(w io.Writer, s Summary) {
 	}
 	row("all answered", s.All)
 	tw.Flush()
+}
+
+// writeWatchers writes the viewers' and the pollers' lines.
+func writeWatchers(w io.Writer, res *Result) {
+	if v := res.Viewers; v != nil {
+		fmt.Fprintf(w, "\nviewers: %s\n", v.ConnectSentence())
+		fmt.Fprintf(w, "  %s\n", v.MessageSentence())
+		fmt.Fprintf(w, "  %s\n", v.CostSentence())
+	}
+	if p := res.Pollers; p != nil {
+		fmt.Fprintf(w, "\npollers: %s\n", p.Sentence())
+	}
+}
+
+// writeReads writes the reads scenario's runs and medians.
+func writeReads(w io.Writer, r *Reads) {
+	if r == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nreads: GET /auctions/%d (cold) and /auctions/%d (hot) against the floor, a do-nothing fasthttp server at %s answering %d bytes\n",
+		r.ColdAuction, r.HotAuction, r.FloorTarget, r.FloorBodyBytes)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "round\tkind\toffered/s\tsent\tanswered/s\tstatus\tp50 ms\tp99 ms\tmax ms\tsend lag p99\tserver µs/answer\tbidbench µs/req\t")
+	for _, run := range r.Runs {
+		cpu := "-"
+		if run.ServerMissing == "" {
+			cpu = fmt.Sprintf("%.1f", run.ServerUsPerAnswer)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%d\t%.0f\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%.1f\t\n", run.Round, run.Kind, run.Offered, run.Sent,
+			run.AnsweredPerSec, statusCounts(run.Status), run.Latency.P50, run.Latency.P99, run.Latency.Max, run.SendLag.P99, cpu, run.GenUsPerRequest)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nmedians")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "kind\truns\tanswered/s\tp50 ms\tp99 ms\tmax ms\tserver µs/answer\t× floor\t")
+	for _, k := range r.Medians {
+		ratio := "-"
+		if k.VsFloor > 0 {
+			ratio = fmt.Sprintf("%.2f", k.VsFloor)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.1f\t%s\t\n", k.Kind, k.Runs, k.AnsweredPerSec, k.P50, k.P99, k.Max, k.ServerUsPerAnswer, ratio)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "server CPU: the floor process's /proc/<pid>/stat, bidgate's nodes' process_cpu_seconds_total summed, over each run; latency from the intended send time")
+}
+
+// statusCounts writes a run's answers by status as "200 9999, transport 1".
+func statusCounts(m map[string]int64) string {
+	n := make(map[string]int, len(m))
+	for k, v := range m {
+		n[k] = int(v)
+	}
+	return strings.ReplaceAll(counts(n), ", ", " ")
 }

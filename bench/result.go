@@ -25,18 +25,21 @@ type Result struct {
 	BidderRate float64   `json:"bidsPerSecondPerBidder"`
 	LoadStart  time.Time `json:"loadStart"`
 
-	Latency    Summary       `json:"latency"`
-	CPU        *CPU          `json:"cpu,omitempty"` // a flash sale's load as a whole (ramps: per step)
-	Hot        []AuctionLoad `json:"hotAuctions,omitempty"`
-	Cold       *ColdLoad     `json:"cold,omitempty"`
-	Ramp       *Ramp         `json:"ramp,omitempty"`
-	CloseBurst *CloseBurst   `json:"closeBurst,omitempty"`
-	Limits     []Limit       `json:"limits,omitempty"`
-	Ratios     []Ratio       `json:"ratios,omitempty"`
-	Drain      *Drain        `json:"drain,omitempty"`
-	Checks     []Check       `json:"checks"`
-	Notes      []string      `json:"notes,omitempty"`
-	Files      Files         `json:"files"`
+	Latency    Summary        `json:"latency"`
+	CPU        *CPU           `json:"cpu,omitempty"` // a flash sale's load as a whole (ramps: per step)
+	Hot        []AuctionLoad  `json:"hotAuctions,omitempty"`
+	Cold       *ColdLoad      `json:"cold,omitempty"`
+	Ramp       *Ramp          `json:"ramp,omitempty"`
+	CloseBurst *CloseBurst    `json:"closeBurst,omitempty"`
+	Viewers    *ViewersResult `json:"viewers,omitempty"`
+	Pollers    *PollersResult `json:"pollers,omitempty"`
+	Reads      *Reads         `json:"reads,omitempty"`
+	Limits     []Limit        `json:"limits,omitempty"`
+	Ratios     []Ratio        `json:"ratios,omitempty"`
+	Drain      *Drain         `json:"drain,omitempty"`
+	Checks     []Check        `json:"checks"`
+	Notes      []string       `json:"notes,omitempty"`
+	Files      Files          `json:"files"`
 
 	records []Record
 }

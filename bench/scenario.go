@@ -64,18 +64,27 @@ func (e *Env) load(ctx context.Context, res *Result, bound time.Duration, fn fun
 	return rec.Records()
 }
 
-// audit waits for the pipeline, reads the stores and checks the invariants.
-func (e *Env) audit(ctx context.Context, res *Result, specs []AuctionSpec) error {
+// audit waits for the pipeline (and for the viewers of w, nil without,
+// to get their closed messages), reads the stores and checks the
+// invariants.
+func (e *Env) audit(ctx context.Context, res *Result, specs []AuctionSpec, w *watch) error {
 	e.notef("waiting (up to %s) for the pipeline: hot bids into PostgreSQL, ended auctions CLOSED", e.opt.DrainTimeout)
 	d := e.waitDrained(ctx, specs, e.opt.DrainTimeout)
 	res.Drain = &d
 	if !d.Drained {
 		res.note(fmt.Sprintf("the pipeline had not drained after %.0fs (%s): the audit ran anyway", d.Waited, d.Pending))
 	}
+	var logs []ViewerLog
+	if w != nil {
+		w.finish(viewerGrace)
+		logs = w.connectedLogs()
+		res.Viewers = w.result()
+	}
 	ds, err := e.collect(ctx, specs, res.records, d.At)
 	if err != nil {
 		return err
 	}
+	ds.Watched, ds.Viewers = w != nil, logs
 	res.Checks = append(Audit(ds), res.Checks...)
 	if n := mixNote(ds); n != "" {
 		res.note(n)

@@ -40,6 +40,13 @@ type FlashSaleConfig struct {
 	ReserveShare float64 `json:"reserveShare"` // cold auctions with a hidden reserve (and every other hot one)
 	BuyNowShare  float64 `json:"buyNowShare"`  // cold auctions with a buy-now price (and every other hot one)
 	BuyNows      int     `json:"buyNows"`      // buy-now requests on cold auctions at the start (and one bought hot auction)
+	// Watching the hot auctions: WebSocket viewers, connected before the
+	// load at ViewerConnectRate a second, ViewersPerSource to a loopback
+	// source address; and Pollers GET /auctions/{id} a second over the load.
+	Viewers           int     `json:"viewers"`
+	ViewerConnectRate float64 `json:"viewerConnectRate"`
+	ViewersPerSource  int     `json:"viewersPerSource"`
+	Pollers           float64 `json:"pollers"`
 }
 
 // DefaultFlashSale is the design's scale.
@@ -47,7 +54,8 @@ func DefaultFlashSale() FlashSaleConfig {
 	return FlashSaleConfig{Cold: 100_000, CreateConc: 64, ColdRate: 200, ColdEndShare: 0.01, Hot: 4, HotRate: 2000,
 		Duration: 60 * time.Second, RetryShare: 0.05, TimeoutShare: 0.5, ShortTimeout: time.Millisecond,
 		RetryDelay: 50 * time.Millisecond, LateBids: 20,
-		ProxyShare: 1.0 / 3, RepeatShare: 0.05, ReserveShare: 0.2, BuyNowShare: 0.1, BuyNows: 20}
+		ProxyShare: 1.0 / 3, RepeatShare: 0.05, ReserveShare: 0.2, BuyNowShare: 0.1, BuyNows: 20,
+		ViewerConnectRate: 300, ViewersPerSource: 200}
 }
 
 func (c *FlashSaleConfig) normalize() error {
@@ -62,6 +70,12 @@ func (c *FlashSaleConfig) normalize() error {
 		return fmt.Errorf("shares must be from 0 to 1")
 	case c.BuyNows < 0:
 		return fmt.Errorf("buy-now requests must not be negative")
+	case c.Viewers < 0 || c.Pollers < 0 || c.ViewersPerSource < 0:
+		return fmt.Errorf("--viewers, --pollers and --viewers-per-source must not be negative")
+	case c.Viewers > 0 && c.ViewerConnectRate <= 0:
+		return fmt.Errorf("--viewer-connect-rate must be positive")
+	case (c.Viewers > 0 || c.Pollers > 0) && c.Hot == 0:
+		return fmt.Errorf("--viewers and --pollers watch the hot auctions: give --hot")
 	}
 	if c.Create == "" {
 		c.Create = "api"
@@ -144,9 +158,10 @@ func (e *Env) FlashSale(ctx context.Context, c FlashSaleConfig) (*Result, error)
 	if err != nil {
 		return nil, err
 	}
-	// The load starts shortly after; hot auctions end at 3/4 of it so that
-	// the last quarter runs on anti-sniping extensions.
-	t0 := time.Now().Add(2 * time.Second)
+	// The load starts shortly after (and after the viewers connect); hot
+	// auctions end at 3/4 of it so that the last quarter runs on
+	// anti-sniping extensions.
+	t0 := time.Now().Add(2*time.Second + connectTime(c))
 	hot, bought, err := e.createHot(c, t0)
 	if err != nil {
 		return nil, err
@@ -158,6 +173,10 @@ func (e *Env) FlashSale(ctx context.Context, c FlashSaleConfig) (*Result, error)
 	cold.CreateSeconds = time.Since(created).Seconds()
 	if time.Now().After(t0) {
 		res.note("creating the auctions overran the 2s lead: the first requests start late (their wait counts in latency)")
+	}
+	w := e.watchHot(ctx, res, c, hot)
+	if w != nil && time.Now().After(t0) {
+		res.note("connecting the viewers overran the lead: the first requests start late (their wait counts in latency)")
 	}
 	colds := append(far, soon...)
 	specs := slices.Concat(hot, bought, colds)
@@ -178,15 +197,23 @@ func (e *Env) FlashSale(ctx context.Context, c FlashSaleConfig) (*Result, error)
 		// The CPU span starts just before the first bid is due (not through
 		// the lead, idle) and ends before the late bids (their wait is idle).
 		_ = sleepUntil(ctx, t0.Add(-50*time.Millisecond))
-		cpu0 := e.cpu.sample(ctx)
+		cpu0, msgs0 := e.cpu.sample(ctx), w.messages()
+		polled := make(chan *PollersResult, 1)
+		if c.Pollers > 0 {
+			go func() { polled <- e.poll(ctx, c.Pollers, t0, c.Duration, ids(hot)) }()
+		} else {
+			polled <- nil
+		}
 		ld.Run(streams...)
 		ld.Wait()
-		cpu1 := e.cpu.sample(ctx)
+		res.Pollers = <-polled
+		cpu1, msgs1 := e.cpu.sample(ctx), w.messages()
 		// Every answer is in and the late bids are not sent yet: nothing
 		// writes the records while they are counted.
 		recs := ld.rec.Records()
 		cpu := cpuBetween(cpu0, cpu1, int64(len(recs)), decidedIn(recs))
 		res.CPU = &cpu
+		w.chargeCPU(cpu, msgs1-msgs0)
 		e.lateBids(ctx, ld, c, hot, soon)
 	})
 	res.Latency = Summarize(res.records, t0)
@@ -206,7 +233,7 @@ func (e *Env) FlashSale(ctx context.Context, c FlashSaleConfig) (*Result, error)
 	cold.Sent, cold.Outcomes, cold.LateSent, cold.LateRefused = tally(res.records, func(r *Record) bool { return !isHot[r.AuctionID] })
 	cold.AcceptedPerSec = float64(cold.Outcomes[Created]) / secs
 
-	if err := e.audit(ctx, res, specs); err != nil {
+	if err := e.audit(ctx, res, specs, w); err != nil {
 		return res, err
 	}
 	hotRate, coldRate := Rate{What: "hot: per auction (mean)"}, Rate{What: "cold: over all cold auctions"}

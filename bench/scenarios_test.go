@@ -149,6 +149,67 @@ func TestScenariosAgainstTheRealStack(t *testing.T) {
 		}
 	})
 
+	// Viewers over three loopback source addresses and pollers on a small
+	// sale: every viewer gets every state in order and the database's final
+	// one; the report has their numbers.
+	t.Run("flash-sale with viewers and pollers", func(t *testing.T) {
+		c := DefaultFlashSale()
+		c.Cold, c.Hot, c.HotRate, c.ColdRate, c.Duration = 20, 1, 100, 5, 3*time.Second
+		c.Bidders, c.BuyNows, c.LateBids = 100, 0, 2
+		c.Viewers, c.ViewersPerSource, c.ViewerConnectRate, c.Pollers = 9, 3, 50, 40
+		res, err := e.FlashSale(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteOutputs(res, filepath.Join(t.TempDir(), "viewers.json"), false); err != nil {
+			t.Fatal(err)
+		}
+		var text strings.Builder
+		WriteText(&text, res)
+		t.Log(text.String())
+		requirePassed(t, res)
+		for _, id := range []string{CheckViewerOrder, CheckViewerFinal} {
+			if got := find(t, res.Checks, id); got.Checked == 0 {
+				t.Errorf("%s checked nothing: %+v", id, got)
+			}
+		}
+		v := res.Viewers
+		switch {
+		case v == nil:
+			t.Fatal("no viewers in the result")
+		case v.Connected != 9 || v.Failed != 0 || v.Dropped != 0 || v.Closed != 9 || v.SourceAddrs != 3:
+			t.Errorf("viewers: %d connected from %d sources, %d failed %v (%s), %d dropped %v, %d closed",
+				v.Connected, v.SourceAddrs, v.Failed, v.FailedBy, v.FirstError, v.Dropped, v.DroppedBy, v.Closed)
+		case v.Delivered < 3*9 || v.Lag.Count == 0 || v.Lag.P99 <= 0 || v.MessagesPerSec <= 0 || v.Unstamped < 9:
+			t.Errorf("viewers' messages: %d (%d unstamped), %.1f/s, lag %+v", v.Delivered, v.Unstamped, v.MessagesPerSec, v.Lag)
+		case v.CPUMissing != "" || v.NodeCPUPerMessageUs <= 0 || v.CPUMessages == 0:
+			t.Errorf("viewers' CPU: %.1f µs over %d messages (%s)", v.NodeCPUPerMessageUs, v.CPUMessages, v.CPUMissing)
+		case v.MemoryMissing != "" || v.RSSBefore <= 0 || v.RSSAfter <= 0:
+			t.Errorf("viewers' memory: %.0f → %.0f bytes (%s)", v.RSSBefore, v.RSSAfter, v.MemoryMissing)
+		}
+		p := res.Pollers
+		switch {
+		case p == nil:
+			t.Fatal("no pollers in the result")
+		case p.Sent < 100 || p.Errors != 0 || p.Other != 0 || p.OK+p.NotModified != p.Sent || p.Latency.Count != p.Sent:
+			t.Errorf("pollers: %+v", p)
+		}
+		html, err := os.ReadFile(res.Files.HTML)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"viewers: 9 of 9 connected", "pollers: 40 GET/s"} {
+			if !strings.Contains(text.String(), want) {
+				t.Errorf("the text report lacks %q", want)
+			}
+		}
+		for _, want := range []string{"<h2>Viewers</h2>", "<h2>Pollers</h2>", "per 1,000 viewers"} {
+			if !strings.Contains(string(html), want) {
+				t.Errorf("the HTML report lacks %q", want)
+			}
+		}
+	})
+
 	t.Run("close-burst", func(t *testing.T) {
 		c := DefaultCloseBurst()
 		c.Auctions, c.Lead, c.BidShare, c.LateBids, c.Timeout = 1000, 5*time.Second, 0.2, 10, 30*time.Second
@@ -226,6 +287,58 @@ func TestScenariosAgainstTheRealStack(t *testing.T) {
 		}
 		if want := strings.TrimPrefix(s.base, "http://"); len(members) != 1 || members[0] != want {
 			t.Errorf("members %v, want [%s]", members, want)
+		}
+	})
+
+	// A small reads run: every GET of the floor, the cold and the hot
+	// auction answered 200, and every figure of the report filled.
+	t.Run("reads", func(t *testing.T) {
+		c := DefaultReads()
+		c.Rate, c.Duration, c.Repeat = 300, 1500*time.Millisecond, 1
+		res, err := e.ReadsRun(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteOutputs(res, filepath.Join(t.TempDir(), "reads.json"), true); err != nil {
+			t.Fatal(err)
+		}
+		var text strings.Builder
+		WriteText(&text, res)
+		t.Log(text.String())
+		r := res.Reads
+		if r == nil || r.ColdAuction == 0 || r.HotAuction == 0 || r.FloorBodyBytes < 100 || r.FloorTarget == "" {
+			t.Fatalf("reads: %+v", r)
+		}
+		if len(r.Runs) != 3 || len(r.Medians) != 3 {
+			t.Fatalf("%d runs, %d medians; want 3 and 3", len(r.Runs), len(r.Medians))
+		}
+		for i, run := range r.Runs {
+			want := int(c.Rate * c.Duration.Seconds())
+			switch {
+			case run.Kind != readKinds[i] || run.Round != 1:
+				t.Errorf("run %d: %s round %d", i, run.Kind, run.Round)
+			case run.Sent != want || run.Answered != int64(want) || run.Status["200"] != int64(want) || len(run.Status) != 1:
+				t.Errorf("%s: %d sent, %d answered %v; want %d, all 200", run.Kind, run.Sent, run.Answered, run.Status, want)
+			case run.AnsweredPerSec <= 0 || run.Latency.Count != int64(want) || run.Latency.P99 <= 0 || run.Latency.Max < run.Latency.P99:
+				t.Errorf("%s: %.0f answered/s, latency %+v", run.Kind, run.AnsweredPerSec, run.Latency)
+			case run.ServerMissing != "" || run.GenUsPerRequest <= 0:
+				t.Errorf("%s: server CPU missing (%s) or bidbench's %.1f µs/request", run.Kind, run.ServerMissing, run.GenUsPerRequest)
+			case run.Kind != ReadFloor && run.ServerUsPerAnswer <= 0:
+				t.Errorf("%s: bidgate's CPU per answer %.1f µs", run.Kind, run.ServerUsPerAnswer)
+			}
+		}
+		for i, k := range r.Medians {
+			if k.Kind != readKinds[i] || k.Runs != 1 || k.AnsweredPerSec != r.Runs[i].AnsweredPerSec || k.P99 != r.Runs[i].Latency.P99 {
+				t.Errorf("median %d: %+v of run %+v", i, k, r.Runs[i])
+			}
+		}
+		if f := r.Medians[0]; f.ServerUsPerAnswer > 0 && (f.VsFloor != 1 || r.Medians[1].VsFloor <= 0) {
+			t.Errorf("ratios to the floor: %+v", r.Medians)
+		}
+		for _, want := range []string{"reads: GET /auctions/", "medians", "× floor"} {
+			if !strings.Contains(text.String(), want) {
+				t.Errorf("the text report lacks %q", want)
+			}
 		}
 	})
 

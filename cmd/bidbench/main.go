@@ -1,10 +1,12 @@
 // Command bidbench is bidgate's load-test harness.
 //
-//	bidbench flash-sale   the design's scale: many cold auctions, a few hot ones ending under load
+//	bidbench flash-sale   the design's scale: many cold auctions, a few hot ones ending under load,
+//	                      watched by WebSocket viewers and pollers (--viewers, --pollers)
 //	bidbench hot-max      ramp one hot auction until p99 > 200 ms or errors
 //	bidbench cold-max     the same for one cold auction
 //	bidbench close-burst  many auctions ending in the same second
 //	bidbench limits       the stores' own limits only
+//	bidbench reads        GET of a cold and of a hot auction against the HTTP floor
 //
 // Every scenario ends with an audit of the design's invariants; bidbench
 // exits 1 when a check fails. Only loopback targets are accepted.
@@ -36,11 +38,14 @@ const usage = `usage: bidbench <scenario> [flags]
 
 scenarios:
   flash-sale   N cold auctions with a trickle of bids and H hot ones taking R bids/s each
-               over their last minute, ending (and extended by anti-sniping) inside the run
+               over their last minute, ending (and extended by anti-sniping) inside the run;
+               --viewers (WebSocket) and --pollers (GET) watch the hot auctions
   hot-max      ramp one hot auction's arrival rate until a step's p99 crosses --p99 or errors appear
   cold-max     the same for one cold auction (run bidgate with --promote-rate=-1)
   close-burst  M auctions ending in the same second: time until all are CLOSED, each exactly once
   limits       only the stores' own limits: bidgate's Redis script and PostgreSQL statement from Go
+  reads        GET /auctions/{id} of a cold and of a hot auction, and of a do-nothing fasthttp server
+               (the HTTP floor), on the same open-loop generator: server CPU per answer against the floor's
 
 Run "bidbench <scenario> -h" for its flags. Results go to bench-results/ (JSON, HTML, records).
 bidbench signs its bearer tokens with --key (default .bidgate/dev-key.pem, the key bidgate dev
@@ -57,7 +62,9 @@ func main() {
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
-	case "flash-sale", "hot-max", "cold-max", "close-burst", "limits":
+	case bench.FloorCommand: // the reads scenario's child process, not for users
+		os.Exit(bench.FloorMain(args, os.Stdin, os.Stdout, os.Stderr))
+	case "flash-sale", "hot-max", "cold-max", "close-burst", "limits", "reads":
 	default:
 		fmt.Fprintf(os.Stderr, "bidbench: unknown scenario %q\n\n%s", scenario, usage)
 		os.Exit(2)
@@ -111,6 +118,9 @@ func parse(scenario string, args []string) (*invocation, error) {
 	case "limits":
 		inv.opt.Limits, inv.opt.SkipReady = true, true
 		inv.play = func(ctx context.Context, e *bench.Env) (*bench.Result, error) { return e.LimitsRun(ctx) }
+	case "reads":
+		inv.opt.Limits = false
+		inv.play = registerReads(fs)
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -129,7 +139,7 @@ func (inv *invocation) registerTargets(fs *settings.FlagSet) {
 		fs.StringVar(&opt.Targets, "targets", opt.Targets, "bidgate node base URLs, comma-separated (loopback only), e.g. http://127.0.0.1:8080,http://127.0.0.1:8081")
 	}
 	switch inv.scenario {
-	case "flash-sale", "hot-max", "cold-max":
+	case "flash-sale", "hot-max", "cold-max", "reads":
 		fs.StringVar(&opt.Metrics, "metrics", "", "the nodes' Prometheus endpoints, comma-separated (loopback only), read for process_cpu_seconds_total "+
 			"at the start and end of each step; \"off\" measures none (default: each target's admin port, its port + 300 as bidgate dev lays them out, "+
 			"and the same for every member its /cluster/members lists)")
@@ -158,6 +168,11 @@ func (inv *invocation) registerLoad(fs *settings.FlagSet) {
 		fs.IntVar(&opt.Loader.Workers, "workers", opt.Loader.Workers, "requests in flight at most (worker pool; connections per node)")
 		fs.IntVar(&opt.Loader.Queue, "queue", opt.Loader.Queue, "scheduled requests that may wait for a worker (the wait counts in latency)")
 		fs.DurationVar(&opt.Loader.Timeout, "timeout", opt.Loader.Timeout, "client timeout of a request (past it: a transport error)")
+	}
+	if inv.scenario == "reads" { // no audit, no limits, nothing random
+		return
+	}
+	if inv.scenario != "limits" {
 		fs.DurationVar(&opt.DrainTimeout, "drain-timeout", opt.DrainTimeout, "how long the audit waits for the pipeline (hot bids in PostgreSQL, ended auctions CLOSED)")
 	}
 	fs.DurationVar(&opt.LimitsDuration, "limits-duration", opt.LimitsDuration, "how long each store limit is measured")
@@ -198,7 +213,22 @@ func registerFlashSale(fs *settings.FlagSet) play {
 	fs.Float64Var(&c.ReserveShare, "reserve-share", c.ReserveShare, "share of cold auctions with a hidden reserve (and every other hot one while above 0)")
 	fs.Float64Var(&c.BuyNowShare, "buy-now-share", c.BuyNowShare, "share of cold auctions with a buy-now price (and every other hot one while above 0)")
 	fs.IntVar(&c.BuyNows, "buy-nows", c.BuyNows, "buy-now requests on cold auctions at the start (and one bought hot auction)")
+	fs.IntVar(&c.Viewers, "viewers", c.Viewers, "WebSocket viewers of the hot auctions, round-robin over the targets and the auctions, connected before the load; "+
+		"each reads until its auction's closed message (audited against the database)")
+	fs.Float64Var(&c.ViewerConnectRate, "viewer-connect-rate", c.ViewerConnectRate, "viewers connected per second at most (no SYN flood)")
+	fs.IntVar(&c.ViewersPerSource, "viewers-per-source", c.ViewersPerSource, "viewers per loopback source address (127.0.0.1, .2, ...), under bidgate's --ws-max-viewers-per-ip; 0: all from one")
+	fs.Float64Var(&c.Pollers, "pollers", c.Pollers, "GET /auctions/{id} per second over the hot auctions and the targets during the load (open loop, with If-None-Match of the last ETag)")
 	return func(ctx context.Context, e *bench.Env) (*bench.Result, error) { return e.FlashSale(ctx, c) }
+}
+
+// registerReads adds the flags of reads.
+func registerReads(fs *settings.FlagSet) play {
+	c := bench.DefaultReads()
+	fs.Float64Var(&c.Rate, "rate", c.Rate, "GET/s offered in each run (open loop)")
+	fs.DurationVar(&c.Duration, "duration", c.Duration, "length of each run")
+	fs.IntVar(&c.Repeat, "repeat", c.Repeat, "rounds of floor, cold and hot, interleaved; the report gives each run and the medians")
+	fs.BoolVar(&c.IfNoneMatch, "if-none-match", c.IfNoneMatch, "send the last ETag the node gave for the auction (measures 304s; the floor ignores it)")
+	return func(ctx context.Context, e *bench.Env) (*bench.Result, error) { return e.ReadsRun(ctx, c) }
 }
 
 // registerRamp adds the flags of hot-max or cold-max.
