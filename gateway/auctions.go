@@ -173,7 +173,7 @@ func (s *Server) getAuction(ctx *fasthttp.RequestCtx) {
 		s.writeError(ctx, err)
 		return
 	}
-	writeAuction(ctx, a)
+	s.writeAuction(ctx, a)
 }
 
 // cancelRequest is the body of POST /auctions/{id}/cancel: empty, or the

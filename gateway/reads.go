@@ -107,7 +107,7 @@ func noneMatch(header []byte, tag string) bool {
 
 // writeAuction answers a read with its caching headers: 304 with no body
 // when the client holds this version, else the auction.
-func writeAuction(ctx *fasthttp.RequestCtx, a bidgate.Auction) {
+func (s *Server) writeAuction(ctx *fasthttp.RequestCtx, a bidgate.Auction) {
 	tag := etag(a)
 	ctx.Response.Header.Set(fasthttp.HeaderETag, tag)
 	if a.Status.Final() {
@@ -120,5 +120,7 @@ func writeAuction(ctx *fasthttp.RequestCtx, a bidgate.Auction) {
 		ctx.SetStatusCode(fasthttp.StatusNotModified)
 		return
 	}
-	writeJSON(ctx, fasthttp.StatusOK, newAuctionResponse(a))
+	ctx.SetContentType("application/json")
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.SetBody(s.rendered.body(a, tag))
 }

@@ -32,6 +32,7 @@ type Auctions interface {
 type Server struct {
 	cfg          Config
 	auctions     Auctions
+	rendered     rendered // encoded GET answers, by ETag
 	reads        Reader
 	ready        func(context.Context) error
 	log          *slog.Logger
