@@ -68,23 +68,17 @@ func invalidQuery(format string, args ...any) error {
 // unknown or repeated one, or a malformed value, is refused with its name.
 func parseList(args *fasthttp.Args, route listRoute) (listRequest, error) {
 	vals := map[string]string{}
-	var err error
-	args.VisitAll(func(k, v []byte) {
+	for k, v := range args.All() {
 		name := string(k)
 		switch {
-		case err != nil:
 		case !route.params[name]:
-			err = invalidQuery("unknown parameter %s (this route takes %s)", quoteShort(name), paramList(route.params))
+			return listRequest{}, invalidQuery("unknown parameter %s (this route takes %s)", quoteShort(name), paramList(route.params))
 		case len(args.PeekMulti(name)) > 1:
-			err = invalidQuery("%s is given more than once", name)
+			return listRequest{}, invalidQuery("%s is given more than once", name)
 		case len(v) == 0:
-			err = invalidQuery("%s is empty", name)
-		default:
-			vals[name] = string(v)
+			return listRequest{}, invalidQuery("%s is empty", name)
 		}
-	})
-	if err != nil {
-		return listRequest{}, err
+		vals[name] = string(v)
 	}
 	r := listRequest{query: bidgate.ListQuery{Sort: route.sort, Limit: defaultListLimit}, cursor: vals["cursor"]}
 	f := &r.query.Filter

@@ -18,8 +18,6 @@ CREATE INDEX idx_auction_title_tsv_open ON auction USING gin (title_tsv) WHERE s
 CREATE INDEX idx_auction_list_ending ON auction (status, end_time, id);
 CREATE INDEX idx_auction_list_newest ON auction (status, created_at DESC, id DESC);
 CREATE INDEX idx_auction_list_price ON auction (status, current_price DESC, id DESC);
--- hot=true, sort=ending: hot auctions are few, spread thin over the others.
-CREATE INDEX idx_auction_list_hot_ending ON auction (status, end_time, id) WHERE mode = 'HOT';
 
 -- A seller's auctions (GET /me/auctions, sellerId=), newest first; the
 -- other orders of one seller's auctions sort that seller's rows only.
