@@ -306,6 +306,9 @@ func (p panicky) Promote(context.Context, int64, string) (bidgate.Auction, error
 func (p panicky) Cancel(context.Context, int64, int64) (bidgate.Auction, error) {
 	return bidgate.Auction{}, p.err
 }
+func (p panicky) ListAuctions(context.Context, bidgate.ListQuery) (bidgate.ListPage, error) {
+	return bidgate.ListPage{}, p.err
+}
 
 func TestServerSurvivesPanicsAndOutages(t *testing.T) {
 	down := fmt.Errorf("read: %w", errors.Join(bidgate.ErrUnavailable, context.DeadlineExceeded))
@@ -314,6 +317,7 @@ func TestServerSurvivesPanicsAndOutages(t *testing.T) {
 	wantProblem(t, s.do("POST", "/auctions", validAuction(), as(t, testSeller, auth.ScopeSell)...), 500, "internal")
 	r := s.bid(1, 1, uuid.NewString(), map[string]any{"amount": 5})
 	wantProblem(t, r, 503, "unavailable")
+	wantProblem(t, s.do("GET", "/auctions?q=lot", nil), 503, "unavailable")
 	if r.header.Get("Retry-After") == "" {
 		t.Fatal("503 without Retry-After")
 	}

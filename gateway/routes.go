@@ -24,6 +24,10 @@ func (s *Server) publicRoutes() *router.Router {
 	if !s.cfg.OpsOnly {
 		r.POST("/auctions", s.counted("create_auction", s.authorized(auth.ScopeSell, s.createAuction)))
 		r.GET("/auctions/{id}", s.counted("get_auction", s.getAuction))
+		if s.lister != nil {
+			r.GET("/auctions", s.counted("list_auctions", s.listAuctions))
+			r.GET("/me/auctions", s.counted("my_auctions", s.authorized(auth.ScopeSell, s.myAuctions)))
+		}
 		r.POST("/auctions/{id}/bids", s.counted("place_bid", s.authorized(auth.ScopeBid, s.placeClientBid)))
 		r.POST("/auctions/{id}/promote", s.counted("promote", s.authorized(auth.ScopeOperator, s.promote)))
 		r.POST("/auctions/{id}/cancel", s.counted("cancel_auction", s.authorized(auth.ScopeSell, s.cancelAuction)))

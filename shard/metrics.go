@@ -13,6 +13,9 @@ type metrics struct {
 	overloaded      prometheus.Counter
 	promotions      *prometheus.CounterVec
 	publishFailures prometheus.Counter
+	// listOverlayFailures counts list pages whose hot auctions were shown
+	// as of the database because Redis did not answer.
+	listOverlayFailures prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -47,6 +50,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		publishFailures: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_publish_failures_total",
 			Help: "State updates that could not be published to Redis.",
+		}),
+		listOverlayFailures: f.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_list_live_state_failures_total",
+			Help: "Auction list pages whose hot auctions were shown as of the database because their live state could not be read from Redis.",
 		}),
 	}
 	return m

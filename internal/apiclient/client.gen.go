@@ -90,6 +90,48 @@ func (e ReadyStatus) Valid() bool {
 	}
 }
 
+// Defines values for ListAuctionsParamsSort.
+const (
+	ListAuctionsParamsSortEnding    ListAuctionsParamsSort = "ending"
+	ListAuctionsParamsSortNewest    ListAuctionsParamsSort = "newest"
+	ListAuctionsParamsSortPriceDesc ListAuctionsParamsSort = "price_desc"
+)
+
+// Valid indicates whether the value is a known member of the ListAuctionsParamsSort enum.
+func (e ListAuctionsParamsSort) Valid() bool {
+	switch e {
+	case ListAuctionsParamsSortEnding:
+		return true
+	case ListAuctionsParamsSortNewest:
+		return true
+	case ListAuctionsParamsSortPriceDesc:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for MyAuctionsParamsSort.
+const (
+	MyAuctionsParamsSortEnding    MyAuctionsParamsSort = "ending"
+	MyAuctionsParamsSortNewest    MyAuctionsParamsSort = "newest"
+	MyAuctionsParamsSortPriceDesc MyAuctionsParamsSort = "price_desc"
+)
+
+// Valid indicates whether the value is a known member of the MyAuctionsParamsSort enum.
+func (e MyAuctionsParamsSort) Valid() bool {
+	switch e {
+	case MyAuctionsParamsSortEnding:
+		return true
+	case MyAuctionsParamsSortNewest:
+		return true
+	case MyAuctionsParamsSortPriceDesc:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WatchAuctionParamsUpgrade.
 const (
 	Websocket WatchAuctionParamsUpgrade = "websocket"
@@ -184,6 +226,14 @@ type Auction struct {
 	// Status OPEN until the end; CLOSED once ended or bought now; CANCELLED by its seller before any bid. Bids are refused at or after the end even while the status still says OPEN.
 	Status AuctionStatus `json:"status"`
 	Title  string        `json:"title"`
+}
+
+// AuctionPage defines model for AuctionPage.
+type AuctionPage struct {
+	Items []Auction `json:"items"`
+
+	// NextCursor Pass as `cursor` for the next page; null on the last page.
+	NextCursor *string `json:"nextCursor"`
 }
 
 // AuctionStatus OPEN until the end; CLOSED once ended or bought now; CANCELLED by its seller before any bid. Bids are refused at or after the end even while the status still says OPEN.
@@ -394,11 +444,33 @@ type Timestamp = time.Time
 // AuctionId A positive 64-bit id.
 type AuctionId = Id
 
+// EndingAfter An RFC 3339 time; answers write it in UTC with the fraction of a second it has.
+//
+// Examples: 2030-01-02T15:04:05.123456Z
+type EndingAfter = Timestamp
+
+// EndingBefore An RFC 3339 time; answers write it in UTC with the fraction of a second it has.
+//
+// Examples: 2030-01-02T15:04:05.123456Z
+type EndingBefore = Timestamp
+
 // IdempotencyKey defines model for IdempotencyKey.
 type IdempotencyKey = openapi_types.UUID
 
 // IfNoneMatch defines model for IfNoneMatch.
 type IfNoneMatch = string
+
+// ListCursor defines model for ListCursor.
+type ListCursor = string
+
+// ListHot defines model for ListHot.
+type ListHot = bool
+
+// ListLimit defines model for ListLimit.
+type ListLimit = int
+
+// ListQuery defines model for ListQuery.
+type ListQuery = string
 
 // MinSeq defines model for MinSeq.
 type MinSeq = int64
@@ -767,6 +839,39 @@ type Unauthenticated struct {
 	Type string `json:"type"`
 }
 
+// ListAuctionsParams defines parameters for ListAuctions.
+type ListAuctionsParams struct {
+	// Status Only auctions in this status.
+	Status *AuctionStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// SellerId Only this seller's auctions.
+	SellerId *Id `form:"sellerId,omitempty" json:"sellerId,omitempty"`
+
+	// Q Words of the title, in web search syntax (`leica -lens`, `"m3 body"`, `leica or canon`): words match whole, case-insensitively, with no stemming (PostgreSQL's `simple` configuration; titles come in many languages). 1 to 200 characters, no control characters.
+	Q *ListQuery `form:"q,omitempty" json:"q,omitempty"`
+
+	// EndingAfter Only auctions whose end time is at or after this RFC 3339 time.
+	EndingAfter *EndingAfter `form:"endingAfter,omitempty" json:"endingAfter,omitempty"`
+
+	// EndingBefore Only auctions whose end time is before this RFC 3339 time; after `endingAfter` when both are given.
+	EndingBefore *EndingBefore `form:"endingBefore,omitempty" json:"endingBefore,omitempty"`
+
+	// Hot `true`: only auctions on the hot path; `false`: only cold ones.
+	Hot *ListHot `form:"hot,omitempty" json:"hot,omitempty"`
+
+	// Sort `ending`: soonest end first; `newest`: latest created first; `price_desc`: highest current price (as of the database) first. Ties go by id.
+	Sort *ListAuctionsParamsSort `form:"sort,omitempty" json:"sort,omitempty"`
+
+	// Limit Auctions per page.
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page, as it was given, with the same sort and filters.
+	Cursor *ListCursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListAuctionsParamsSort defines parameters for ListAuctions.
+type ListAuctionsParamsSort string
+
 // GetAuctionParams defines parameters for GetAuction.
 type GetAuctionParams struct {
 	// MinSeq Read-your-writes: the least `seq` the answer must reflect (a bid's `seq` from its 201). A cached state below it is bypassed and the store read; an auction that has not reached it is answered as it is. Not a non-negative integer in canonical decimal form, or given twice: 400 `invalid_query`.
@@ -787,6 +892,39 @@ type BuyNowParams struct {
 	// IdempotencyKey A UUID in its canonical 36-character form (any case, not the nil UUID) that the client makes for each bid and sends again on every retry of it. Its scope is the auction. Missing: 400 `missing_idempotency_key`; not a UUID: 400 `invalid_idempotency_key`.
 	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
 }
+
+// MyAuctionsParams defines parameters for MyAuctions.
+type MyAuctionsParams struct {
+	// Status Only auctions in this status; every status when absent.
+	Status *AuctionStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// SellerId The seller: required with authentication off; else, when given, the token's subject.
+	SellerId *Id `form:"sellerId,omitempty" json:"sellerId,omitempty"`
+
+	// Q Words of the title, in web search syntax (`leica -lens`, `"m3 body"`, `leica or canon`): words match whole, case-insensitively, with no stemming (PostgreSQL's `simple` configuration; titles come in many languages). 1 to 200 characters, no control characters.
+	Q *ListQuery `form:"q,omitempty" json:"q,omitempty"`
+
+	// EndingAfter Only auctions whose end time is at or after this RFC 3339 time.
+	EndingAfter *EndingAfter `form:"endingAfter,omitempty" json:"endingAfter,omitempty"`
+
+	// EndingBefore Only auctions whose end time is before this RFC 3339 time; after `endingAfter` when both are given.
+	EndingBefore *EndingBefore `form:"endingBefore,omitempty" json:"endingBefore,omitempty"`
+
+	// Hot `true`: only auctions on the hot path; `false`: only cold ones.
+	Hot *ListHot `form:"hot,omitempty" json:"hot,omitempty"`
+
+	// Sort As in `GET /auctions`.
+	Sort *MyAuctionsParamsSort `form:"sort,omitempty" json:"sort,omitempty"`
+
+	// Limit Auctions per page.
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page, as it was given, with the same sort and filters.
+	Cursor *ListCursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// MyAuctionsParamsSort defines parameters for MyAuctions.
+type MyAuctionsParamsSort string
 
 // GetOpenAPIParams defines parameters for GetOpenAPI.
 type GetOpenAPIParams struct {
@@ -1085,6 +1223,13 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// ListAuctions List and search auctions
+	//
+	// Public. The open auctions by default, soonest end first; filters combine (AND). Pagination is by keyset, never by offset: a cursor is the position of the last row of its page in the list's order, so paging through a list while auctions are created, end or are cancelled never repeats or skips an auction that stays in it (present before and after, under the same filters, with the same sort value). A sort value that moves while a client pages (an anti-sniping extension under `ending`, a bid under `price_desc`) moves that auction in the list. The list is read from the database (the read replica when one is configured): its order and membership are as of the rows, which for a hot auction lag its live state by the persister's delay; the open hot auctions of a page show their live price, leader, bid count and end, in the page's order still. A cursor is bound to its sort and filters and sealed by the cluster; `limit` may change between pages.
+	//
+	// Corresponds with GET /auctions (the `ListAuctions` operationId).
+	ListAuctions(ctx context.Context, params *ListAuctionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreateAuctionWithBody Create an auction
 	//
 	// The seller is the token's subject; a `sellerId` in the body is optional and must be the same (with authentication off it is required). `currentPrice` starts at `startPrice`, so the first valid bid is at least `startPrice + minIncrement` (`minimumBid`). The reserve is never shown: `reserveMet` appears only on auctions that have one.
@@ -1176,6 +1321,13 @@ type ClientInterface interface {
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// MyAuctions List my auctions
+	//
+	// The caller's own auctions (the token's subject, scope `sell`), in every status unless `status` names one, newest first by default, each with its bid count. Paginated and filtered as `GET /auctions`, with its own cursors. With authentication off, `sellerId` names the seller and is required; with it on, a `sellerId` other than the subject is 403 `subject_mismatch`.
+	//
+	// Corresponds with GET /me/auctions (the `MyAuctions` operationId).
+	MyAuctions(ctx context.Context, params *MyAuctionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetOpenAPI This document
 	//
 	// The OpenAPI document of the public listener, exactly as written, with a strong ETag of its bytes.
@@ -1196,6 +1348,23 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /ws/auctions/{id} (the `WatchAuction` operationId).
 	WatchAuction(ctx context.Context, id AuctionId, params *WatchAuctionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// ListAuctions List and search auctions
+//
+// Public. The open auctions by default, soonest end first; filters combine (AND). Pagination is by keyset, never by offset: a cursor is the position of the last row of its page in the list's order, so paging through a list while auctions are created, end or are cancelled never repeats or skips an auction that stays in it (present before and after, under the same filters, with the same sort value). A sort value that moves while a client pages (an anti-sniping extension under `ending`, a bid under `price_desc`) moves that auction in the list. The list is read from the database (the read replica when one is configured): its order and membership are as of the rows, which for a hot auction lag its live state by the persister's delay; the open hot auctions of a page show their live price, leader, bid count and end, in the page's order still. A cursor is bound to its sort and filters and sealed by the cluster; `limit` may change between pages.
+//
+// Corresponds with GET /auctions (the `ListAuctions` operationId).
+func (c *Client) ListAuctions(ctx context.Context, params *ListAuctionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAuctionsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // CreateAuctionWithBody Create an auction
@@ -1399,6 +1568,23 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 	return c.Client.Do(req)
 }
 
+// MyAuctions List my auctions
+//
+// The caller's own auctions (the token's subject, scope `sell`), in every status unless `status` names one, newest first by default, each with its bid count. Paginated and filtered as `GET /auctions`, with its own cursors. With authentication off, `sellerId` names the seller and is required; with it on, a `sellerId` other than the subject is 403 `subject_mismatch`.
+//
+// Corresponds with GET /me/auctions (the `MyAuctions` operationId).
+func (c *Client) MyAuctions(ctx context.Context, params *MyAuctionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMyAuctionsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetOpenAPI This document
 //
 // The OpenAPI document of the public listener, exactly as written, with a strong ETag of its bytes.
@@ -1448,6 +1634,156 @@ func (c *Client) WatchAuction(ctx context.Context, id AuctionId, params *WatchAu
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewListAuctionsRequest constructs an http.Request for the ListAuctions method
+func NewListAuctionsRequest(server string, params *ListAuctionsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/auctions")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.SellerId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "sellerId", *params.SellerId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Q != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "q", *params.Q, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.EndingAfter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "endingAfter", *params.EndingAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.EndingBefore != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "endingBefore", *params.EndingBefore, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Hot != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "hot", *params.Hot, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Sort != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "sort", *params.Sort, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewCreateAuctionRequest calls the generic CreateAuction builder with application/json body
@@ -1794,6 +2130,156 @@ func NewHealthzRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewMyAuctionsRequest constructs an http.Request for the MyAuctions method
+func NewMyAuctionsRequest(server string, params *MyAuctionsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/me/auctions")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.SellerId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "sellerId", *params.SellerId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Q != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "q", *params.Q, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.EndingAfter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "endingAfter", *params.EndingAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.EndingBefore != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "endingBefore", *params.EndingBefore, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Hot != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "hot", *params.Hot, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Sort != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "sort", *params.Sort, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetOpenAPIRequest constructs an http.Request for the GetOpenAPI method
 func NewGetOpenAPIRequest(server string, params *GetOpenAPIParams) (*http.Request, error) {
 	var err error
@@ -1983,6 +2469,15 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// ListAuctionsWithResponse List and search auctions
+	//
+	// Public. The open auctions by default, soonest end first; filters combine (AND). Pagination is by keyset, never by offset: a cursor is the position of the last row of its page in the list's order, so paging through a list while auctions are created, end or are cancelled never repeats or skips an auction that stays in it (present before and after, under the same filters, with the same sort value). A sort value that moves while a client pages (an anti-sniping extension under `ending`, a bid under `price_desc`) moves that auction in the list. The list is read from the database (the read replica when one is configured): its order and membership are as of the rows, which for a hot auction lag its live state by the persister's delay; the open hot auctions of a page show their live price, leader, bid count and end, in the page's order still. A cursor is bound to its sort and filters and sealed by the cluster; `limit` may change between pages.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /auctions (the `ListAuctions` operationId).
+	ListAuctionsWithResponse(ctx context.Context, params *ListAuctionsParams, reqEditors ...RequestEditorFn) (*ListAuctionsResponse, error)
+
 	// CreateAuctionWithBodyWithResponse Create an auction
 	//
 	// The seller is the token's subject; a `sellerId` in the body is optional and must be the same (with authentication off it is required). `currentPrice` starts at `startPrice`, so the first valid bid is at least `startPrice + minIncrement` (`minimumBid`). The reserve is never shown: `reserveMet` appears only on auctions that have one.
@@ -2080,6 +2575,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	HealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzResponse, error)
 
+	// MyAuctionsWithResponse List my auctions
+	//
+	// The caller's own auctions (the token's subject, scope `sell`), in every status unless `status` names one, newest first by default, each with its bid count. Paginated and filtered as `GET /auctions`, with its own cursors. With authentication off, `sellerId` names the seller and is required; with it on, a `sellerId` other than the subject is 403 `subject_mismatch`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /me/auctions (the `MyAuctions` operationId).
+	MyAuctionsWithResponse(ctx context.Context, params *MyAuctionsParams, reqEditors ...RequestEditorFn) (*MyAuctionsResponse, error)
+
 	// GetOpenAPIWithResponse This document
 	//
 	// The OpenAPI document of the public listener, exactly as written, with a strong ETag of its bytes.
@@ -2106,6 +2610,149 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /ws/auctions/{id} (the `WatchAuction` operationId).
 	WatchAuctionWithResponse(ctx context.Context, id AuctionId, params *WatchAuctionParams, reqEditors ...RequestEditorFn) (*WatchAuctionResponse, error)
+}
+
+// ListAuctionsResponse503Headers the declared response headers of an HTTP 503 response for ListAuctions
+type ListAuctionsResponse503Headers struct {
+	RetryAfter int
+}
+
+type ListAuctionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuctionPage
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *struct {
+		Code interface{} `json:"code"`
+
+		// CurrentPrice With `bid_too_low` only.
+		//
+		// Examples: 1250.00
+		CurrentPrice *Money  `json:"currentPrice,omitempty"`
+		Detail       *string `json:"detail,omitempty"`
+
+		// MinimumBid With `bid_too_low` only: the least a bid must be.
+		//
+		// Examples: 1250.00
+		MinimumBid *Money `json:"minimumBid,omitempty"`
+
+		// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+		RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+		Status            interface{} `json:"status"`
+
+		// Title The status's reason phrase.
+		Title string `json:"title"`
+
+		// Type urn:bidgate:problem: followed by the code.
+		Type string `json:"type"`
+	}
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *RouteNotServed
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *BodyTooLarge
+	// ApplicationproblemJSON431 the response for an HTTP 431 `application/problem+json` response
+	ApplicationproblemJSON431 *HeaderTooLarge
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *StoreUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListAuctionsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAuctionsResponse) GetJSON200() *AuctionPage {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListAuctionsResponse) GetApplicationproblemJSON400() *struct {
+	Code interface{} `json:"code"`
+
+	// CurrentPrice With `bid_too_low` only.
+	//
+	// Examples: 1250.00
+	CurrentPrice *Money  `json:"currentPrice,omitempty"`
+	Detail       *string `json:"detail,omitempty"`
+
+	// MinimumBid With `bid_too_low` only: the least a bid must be.
+	//
+	// Examples: 1250.00
+	MinimumBid *Money `json:"minimumBid,omitempty"`
+
+	// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+	RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+	Status            interface{} `json:"status"`
+
+	// Title The status's reason phrase.
+	Title string `json:"title"`
+
+	// Type urn:bidgate:problem: followed by the code.
+	Type string `json:"type"`
+} {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListAuctionsResponse) GetApplicationproblemJSON404() *RouteNotServed {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r ListAuctionsResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r ListAuctionsResponse) GetApplicationproblemJSON413() *BodyTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
+func (r ListAuctionsResponse) GetApplicationproblemJSON431() *HeaderTooLarge {
+	return r.ApplicationproblemJSON431
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListAuctionsResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListAuctionsResponse) GetApplicationproblemJSON503() *StoreUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAuctionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAuctionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAuctionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAuctionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // CreateAuctionResponse201Headers the declared response headers of an HTTP 201 response for CreateAuction
@@ -3807,6 +4454,237 @@ func (r HealthzResponse) ContentType() string {
 	return ""
 }
 
+// MyAuctionsResponse401Headers the declared response headers of an HTTP 401 response for MyAuctions
+type MyAuctionsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// MyAuctionsResponse403Headers the declared response headers of an HTTP 403 response for MyAuctions
+type MyAuctionsResponse403Headers struct {
+	WWWAuthenticate *string
+}
+
+// MyAuctionsResponse429Headers the declared response headers of an HTTP 429 response for MyAuctions
+type MyAuctionsResponse429Headers struct {
+	RetryAfter int
+}
+
+// MyAuctionsResponse503Headers the declared response headers of an HTTP 503 response for MyAuctions
+type MyAuctionsResponse503Headers struct {
+	RetryAfter int
+}
+
+type MyAuctionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuctionPage
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *struct {
+		Code interface{} `json:"code"`
+
+		// CurrentPrice With `bid_too_low` only.
+		//
+		// Examples: 1250.00
+		CurrentPrice *Money  `json:"currentPrice,omitempty"`
+		Detail       *string `json:"detail,omitempty"`
+
+		// MinimumBid With `bid_too_low` only: the least a bid must be.
+		//
+		// Examples: 1250.00
+		MinimumBid *Money `json:"minimumBid,omitempty"`
+
+		// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+		RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+		Status            interface{} `json:"status"`
+
+		// Title The status's reason phrase.
+		Title string `json:"title"`
+
+		// Type urn:bidgate:problem: followed by the code.
+		Type string `json:"type"`
+	}
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *struct {
+		Code interface{} `json:"code"`
+
+		// CurrentPrice With `bid_too_low` only.
+		//
+		// Examples: 1250.00
+		CurrentPrice *Money  `json:"currentPrice,omitempty"`
+		Detail       *string `json:"detail,omitempty"`
+
+		// MinimumBid With `bid_too_low` only: the least a bid must be.
+		//
+		// Examples: 1250.00
+		MinimumBid *Money `json:"minimumBid,omitempty"`
+
+		// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+		RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+		Status            interface{} `json:"status"`
+
+		// Title The status's reason phrase.
+		Title string `json:"title"`
+
+		// Type urn:bidgate:problem: followed by the code.
+		Type string `json:"type"`
+	}
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *RouteNotServed
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *BodyTooLarge
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *AuthenticationRateLimited
+	// ApplicationproblemJSON431 the response for an HTTP 431 `application/problem+json` response
+	ApplicationproblemJSON431 *HeaderTooLarge
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *StoreUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *MyAuctionsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *MyAuctionsResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *MyAuctionsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *MyAuctionsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r MyAuctionsResponse) GetJSON200() *AuctionPage {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r MyAuctionsResponse) GetApplicationproblemJSON400() *struct {
+	Code interface{} `json:"code"`
+
+	// CurrentPrice With `bid_too_low` only.
+	//
+	// Examples: 1250.00
+	CurrentPrice *Money  `json:"currentPrice,omitempty"`
+	Detail       *string `json:"detail,omitempty"`
+
+	// MinimumBid With `bid_too_low` only: the least a bid must be.
+	//
+	// Examples: 1250.00
+	MinimumBid *Money `json:"minimumBid,omitempty"`
+
+	// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+	RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+	Status            interface{} `json:"status"`
+
+	// Title The status's reason phrase.
+	Title string `json:"title"`
+
+	// Type urn:bidgate:problem: followed by the code.
+	Type string `json:"type"`
+} {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r MyAuctionsResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r MyAuctionsResponse) GetApplicationproblemJSON403() *struct {
+	Code interface{} `json:"code"`
+
+	// CurrentPrice With `bid_too_low` only.
+	//
+	// Examples: 1250.00
+	CurrentPrice *Money  `json:"currentPrice,omitempty"`
+	Detail       *string `json:"detail,omitempty"`
+
+	// MinimumBid With `bid_too_low` only: the least a bid must be.
+	//
+	// Examples: 1250.00
+	MinimumBid *Money `json:"minimumBid,omitempty"`
+
+	// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+	RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+	Status            interface{} `json:"status"`
+
+	// Title The status's reason phrase.
+	Title string `json:"title"`
+
+	// Type urn:bidgate:problem: followed by the code.
+	Type string `json:"type"`
+} {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r MyAuctionsResponse) GetApplicationproblemJSON404() *RouteNotServed {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r MyAuctionsResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r MyAuctionsResponse) GetApplicationproblemJSON413() *BodyTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r MyAuctionsResponse) GetApplicationproblemJSON429() *AuthenticationRateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
+func (r MyAuctionsResponse) GetApplicationproblemJSON431() *HeaderTooLarge {
+	return r.ApplicationproblemJSON431
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r MyAuctionsResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r MyAuctionsResponse) GetApplicationproblemJSON503() *StoreUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r MyAuctionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r MyAuctionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r MyAuctionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r MyAuctionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetOpenAPIResponse200Headers the declared response headers of an HTTP 200 response for GetOpenAPI
 type GetOpenAPIResponse200Headers struct {
 	ETag string
@@ -4396,6 +5274,21 @@ func (r WatchAuctionResponse) ContentType() string {
 	return ""
 }
 
+// ListAuctionsWithResponse List and search auctions
+//
+// Public. The open auctions by default, soonest end first; filters combine (AND). Pagination is by keyset, never by offset: a cursor is the position of the last row of its page in the list's order, so paging through a list while auctions are created, end or are cancelled never repeats or skips an auction that stays in it (present before and after, under the same filters, with the same sort value). A sort value that moves while a client pages (an anti-sniping extension under `ending`, a bid under `price_desc`) moves that auction in the list. The list is read from the database (the read replica when one is configured): its order and membership are as of the rows, which for a hot auction lag its live state by the persister's delay; the open hot auctions of a page show their live price, leader, bid count and end, in the page's order still. A cursor is bound to its sort and filters and sealed by the cluster; `limit` may change between pages.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /auctions (the `ListAuctions` operationId).
+func (c *ClientWithResponses) ListAuctionsWithResponse(ctx context.Context, params *ListAuctionsParams, reqEditors ...RequestEditorFn) (*ListAuctionsResponse, error) {
+	rsp, err := c.ListAuctions(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAuctionsResponse(rsp)
+}
+
 // CreateAuctionWithBodyWithResponse Create an auction
 //
 // The seller is the token's subject; a `sellerId` in the body is optional and must be the same (with authentication off it is required). `currentPrice` starts at `startPrice`, so the first valid bid is at least `startPrice + minIncrement` (`minimumBid`). The reserve is never shown: `reserveMet` appears only on auctions that have one.
@@ -4559,6 +5452,21 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 	return ParseHealthzResponse(rsp)
 }
 
+// MyAuctionsWithResponse List my auctions
+//
+// The caller's own auctions (the token's subject, scope `sell`), in every status unless `status` names one, newest first by default, each with its bid count. Paginated and filtered as `GET /auctions`, with its own cursors. With authentication off, `sellerId` names the seller and is required; with it on, a `sellerId` other than the subject is 403 `subject_mismatch`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /me/auctions (the `MyAuctions` operationId).
+func (c *ClientWithResponses) MyAuctionsWithResponse(ctx context.Context, params *MyAuctionsParams, reqEditors ...RequestEditorFn) (*MyAuctionsResponse, error) {
+	rsp, err := c.MyAuctions(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMyAuctionsResponse(rsp)
+}
+
 // GetOpenAPIWithResponse This document
 //
 // The OpenAPI document of the public listener, exactly as written, with a strong ETag of its bytes.
@@ -4602,6 +5510,117 @@ func (c *ClientWithResponses) WatchAuctionWithResponse(ctx context.Context, id A
 		return nil, err
 	}
 	return ParseWatchAuctionResponse(rsp)
+}
+
+// ParseListAuctionsResponse parses an HTTP response from a ListAuctionsWithResponse call
+func ParseListAuctionsResponse(rsp *http.Response) (*ListAuctionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAuctionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuctionPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest struct {
+			Code interface{} `json:"code"`
+
+			// CurrentPrice With `bid_too_low` only.
+			//
+			// Examples: 1250.00
+			CurrentPrice *Money  `json:"currentPrice,omitempty"`
+			Detail       *string `json:"detail,omitempty"`
+
+			// MinimumBid With `bid_too_low` only: the least a bid must be.
+			//
+			// Examples: 1250.00
+			MinimumBid *Money `json:"minimumBid,omitempty"`
+
+			// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+			RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+			Status            interface{} `json:"status"`
+
+			// Title The status's reason phrase.
+			Title string `json:"title"`
+
+			// Type urn:bidgate:problem: followed by the code.
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest RouteNotServed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BodyTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeaderTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON431 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest StoreUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ListAuctionsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseCreateAuctionResponse parses an HTTP response from a CreateAuctionWithResponse call
@@ -6013,6 +7032,191 @@ func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseMyAuctionsResponse parses an HTTP response from a MyAuctionsWithResponse call
+func ParseMyAuctionsResponse(rsp *http.Response) (*MyAuctionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &MyAuctionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuctionPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest struct {
+			Code interface{} `json:"code"`
+
+			// CurrentPrice With `bid_too_low` only.
+			//
+			// Examples: 1250.00
+			CurrentPrice *Money  `json:"currentPrice,omitempty"`
+			Detail       *string `json:"detail,omitempty"`
+
+			// MinimumBid With `bid_too_low` only: the least a bid must be.
+			//
+			// Examples: 1250.00
+			MinimumBid *Money `json:"minimumBid,omitempty"`
+
+			// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+			RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+			Status            interface{} `json:"status"`
+
+			// Title The status's reason phrase.
+			Title string `json:"title"`
+
+			// Type urn:bidgate:problem: followed by the code.
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code interface{} `json:"code"`
+
+			// CurrentPrice With `bid_too_low` only.
+			//
+			// Examples: 1250.00
+			CurrentPrice *Money  `json:"currentPrice,omitempty"`
+			Detail       *string `json:"detail,omitempty"`
+
+			// MinimumBid With `bid_too_low` only: the least a bid must be.
+			//
+			// Examples: 1250.00
+			MinimumBid *Money `json:"minimumBid,omitempty"`
+
+			// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+			RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+			Status            interface{} `json:"status"`
+
+			// Title The status's reason phrase.
+			Title string `json:"title"`
+
+			// Type urn:bidgate:problem: followed by the code.
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest RouteNotServed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BodyTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest AuthenticationRateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeaderTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON431 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest StoreUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers MyAuctionsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers MyAuctionsResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers MyAuctionsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers MyAuctionsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
