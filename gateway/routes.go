@@ -25,6 +25,8 @@ func (s *Server) publicRoutes() *router.Router {
 		r.POST("/auctions", s.counted("create_auction", s.authorized(auth.ScopeSell, s.createAuction)))
 		r.GET("/auctions/{id}", s.counted("get_auction", s.getAuction))
 		r.POST("/auctions/{id}/bids", s.counted("place_bid", s.authorized(auth.ScopeBid, s.placeClientBid)))
+		r.GET("/auctions/{id}/bids", s.counted("auction_bids", s.viewer(s.auctionBids)))
+		r.GET("/me/bids", s.counted("my_bids", s.authorized(auth.ScopeBid, s.myBids)))
 		r.POST("/auctions/{id}/promote", s.counted("promote", s.authorized(auth.ScopeOperator, s.promote)))
 		r.POST("/auctions/{id}/cancel", s.counted("cancel_auction", s.authorized(auth.ScopeSell, s.cancelAuction)))
 		r.POST("/auctions/{id}/buy-now", s.counted("buy_now", s.authorized(auth.ScopeBid, s.buyNow)))

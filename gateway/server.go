@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"bidgate"
+	"bidgate/internal/pagecursor"
 )
 
 // Auctions is what the gateway needs from the shard.
@@ -34,6 +35,8 @@ type Server struct {
 	auctions     Auctions
 	rendered     rendered // encoded GET answers, by ETag
 	reads        Reader
+	history      History // nil: the history routes answer 404
+	cursors      *pagecursor.Signer
 	ready        func(context.Context) error
 	log          *slog.Logger
 	metrics      *metrics
@@ -59,6 +62,8 @@ func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *
 	if s.reads == nil {
 		s.reads = direct{auctions}
 	}
+	s.history, _ = auctions.(History)
+	s.cursors = pagecursor.New(cfg.ClusterSecret, cfg.ClusterSecretPrevious)
 	if cfg.Cluster != nil {
 		s.forwarder = newForwarder(cfg.Cluster, s.signer, cfg.ForwardTimeout, reg)
 	}
