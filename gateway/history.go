@@ -206,21 +206,17 @@ type query map[string]string
 // twice (400 invalid_query naming it).
 func readQuery(ctx *fasthttp.RequestCtx, allowed ...string) (query, error) {
 	q := query{}
-	var err error
-	ctx.QueryArgs().VisitAll(func(k, v []byte) {
+	for k, v := range ctx.QueryArgs().All() {
 		name := string(k)
-		switch {
-		case err != nil:
-		case !slices.Contains(allowed, name):
-			err = bidgate.InvalidInput("invalid_query", "unknown query parameter "+quoted(name))
-		default:
-			if _, dup := q[name]; dup {
-				err = bidgate.InvalidInput("invalid_query", name+" is given more than once")
-			}
-			q[name] = string(v)
+		if !slices.Contains(allowed, name) {
+			return nil, bidgate.InvalidInput("invalid_query", "unknown query parameter "+quoted(name))
 		}
-	})
-	return q, err
+		if _, dup := q[name]; dup {
+			return nil, bidgate.InvalidInput("invalid_query", name+" is given more than once")
+		}
+		q[name] = string(v)
+	}
+	return q, nil
 }
 
 // limit is the page size asked for: 1 to bidgate.MaxPageSize, by default
