@@ -1,6 +1,7 @@
 package bidgate
 
 import (
+	"slices"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -91,4 +92,18 @@ type MyBidsQuery struct {
 type MyBidsPage struct {
 	Items []MyBid
 	Next  int64
+}
+
+// AliasesOf numbers the bidders of an auction's rows by their first row:
+// the first bidder is 1, the next new one 2, and so on.
+func AliasesOf(bids []Bid) map[int64]int64 {
+	bids = slices.Clone(bids)
+	slices.SortFunc(bids, func(a, b Bid) int { return int(a.Seq - b.Seq) })
+	aliases := make(map[int64]int64)
+	for _, b := range bids {
+		if _, ok := aliases[b.BidderID]; !ok {
+			aliases[b.BidderID] = int64(len(aliases) + 1)
+		}
+	}
+	return aliases
 }

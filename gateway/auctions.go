@@ -88,7 +88,10 @@ type auctionResponse struct {
 	CurrentPrice        string `json:"currentPrice"`
 	MinIncrement        string `json:"minIncrement"`
 	MinimumBid          string `json:"minimumBid"`
-	LeaderID            *int64 `json:"leaderId"`
+	// LeaderID is in the seller's, operators' and the leader's own view
+	// only (a nil pointer in theirs is null: nobody leads).
+	LeaderID            **int64 `json:"leaderId,omitempty"`
+	Leader              *string `json:"leader"` // the leader's alias, in every view
 	Status              string `json:"status"`
 	EndTime             string `json:"endTime"`
 	Hot                 bool   `json:"hot"`
@@ -101,7 +104,22 @@ type auctionResponse struct {
 	CreatedAt           string `json:"createdAt"`
 }
 
+// newAuctionResponse is the auction as its seller, operators and its
+// leader see it: with the leader's id.
 func newAuctionResponse(a bidgate.Auction) auctionResponse {
+	r := publicAuctionResponse(a)
+	var leader *int64
+	if a.LeaderID != 0 {
+		id := a.LeaderID
+		leader = &id
+	}
+	r.LeaderID = &leader
+	return r
+}
+
+// publicAuctionResponse is the auction as anyone sees it: the leader by
+// alias only.
+func publicAuctionResponse(a bidgate.Auction) auctionResponse {
 	r := auctionResponse{
 		ID: a.ID, SellerID: a.SellerID, Title: a.Title,
 		StartPrice:   bidgate.FormatMoney(a.StartPrice),
@@ -114,9 +132,9 @@ func newAuctionResponse(a bidgate.Auction) auctionResponse {
 		ExtendBySeconds:     int64(a.ExtendBy / time.Second),
 		CreatedAt:           formatTime(a.CreatedAt),
 	}
-	if a.LeaderID != 0 {
-		leader := a.LeaderID
-		r.LeaderID = &leader
+	if a.LeaderID != 0 && a.LeaderAlias > 0 {
+		name := alias(a.LeaderAlias)
+		r.Leader = &name
 	}
 	if !a.MaxEndTime.IsZero() {
 		r.MaxEndTime = formatTime(a.MaxEndTime)
@@ -154,8 +172,9 @@ func (s *Server) createAuction(ctx *fasthttp.RequestCtx, seller auth.Principal) 
 }
 
 // getAuction serves GET /auctions/{id}, through the node's read cache when
-// there is one.
-func (s *Server) getAuction(ctx *fasthttp.RequestCtx) {
+// there is one: the seller, operators and the leader see the leader's id,
+// anyone else their alias only.
+func (s *Server) getAuction(ctx *fasthttp.RequestCtx, p auth.Principal) {
 	id, err := pathID(ctx, "id")
 	if err != nil {
 		s.writeError(ctx, err)
@@ -173,7 +192,13 @@ func (s *Server) getAuction(ctx *fasthttp.RequestCtx) {
 		s.writeError(ctx, err)
 		return
 	}
-	s.writeAuction(ctx, a)
+	s.writeAuction(ctx, a, insider(p, a))
+}
+
+// insider reports whether p sees who leads a: its seller, an operator, or
+// the leader.
+func insider(p auth.Principal, a bidgate.Auction) bool {
+	return p.UserID != 0 && (p.UserID == a.SellerID || p.UserID == a.LeaderID || p.Can(auth.ScopeOperator))
 }
 
 // cancelRequest is the body of POST /auctions/{id}/cancel: empty, or the

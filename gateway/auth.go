@@ -49,19 +49,20 @@ func (s *Server) authorized(scope string, h func(*fasthttp.RequestCtx, auth.Prin
 	}
 }
 
-// viewer wraps a public handler whose answer depends on who asks: without
-// an Authorization header (or with authentication off) the caller is
-// anonymous, the zero Principal; a token that is sent must be valid (401
-// otherwise), so that a client never mistakes a public answer for its own.
+// viewer wraps a public handler whose answer depends on who asks: the
+// caller is the token's subject when the request carries a valid token,
+// else anonymous (the zero Principal). A bad token is ignored, as on every
+// public route: it gets the public answer, which shows nothing it should
+// not.
 func (s *Server) viewer(h func(*fasthttp.RequestCtx, auth.Principal)) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
-		if s.cfg.AuthOff || len(ctx.Request.Header.Peek("Authorization")) == 0 {
-			h(ctx, auth.Principal{})
-			return
+		var p auth.Principal
+		if token, ok := bearerToken(ctx.Request.Header.Peek("Authorization")); ok && !s.cfg.AuthOff && s.cfg.Auth != nil {
+			if v, err := s.cfg.Auth.Verify(token); err == nil {
+				p = v
+			}
 		}
-		if p, ok := s.authenticate(ctx); ok {
-			h(ctx, p)
-		}
+		h(ctx, p)
 	}
 }
 

@@ -23,7 +23,7 @@ func (s *Server) publicRoutes() *router.Router {
 	r := s.newRouter()
 	if !s.cfg.OpsOnly {
 		r.POST("/auctions", s.counted("create_auction", s.authorized(auth.ScopeSell, s.createAuction)))
-		r.GET("/auctions/{id}", s.counted("get_auction", s.getAuction))
+		r.GET("/auctions/{id}", s.counted("get_auction", s.viewer(s.getAuction)))
 		r.POST("/auctions/{id}/bids", s.counted("place_bid", s.authorized(auth.ScopeBid, s.placeClientBid)))
 		r.GET("/auctions/{id}/bids", s.counted("auction_bids", s.viewer(s.auctionBids)))
 		r.GET("/me/bids", s.counted("my_bids", s.authorized(auth.ScopeBid, s.myBids)))

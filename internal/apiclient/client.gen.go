@@ -203,8 +203,11 @@ type Auction struct {
 	// Id A positive 64-bit id.
 	Id Id `json:"id"`
 
-	// LeaderId The leading bidder, null while nobody leads.
-	LeaderId *int64 `json:"leaderId"`
+	// Leader The leader's alias in the auction's bid history (`Bidder 3`: the third bidder by first accepted bid), in every answer; null while nobody leads.
+	Leader *string `json:"leader"`
+
+	// LeaderId The leading bidder's id, null while nobody leads: only in the answers to the auction's seller, to operators and to the leader themself (and in the answers of create, cancel and promote). Absent from everyone else's.
+	LeaderId *int64 `json:"leaderId,omitempty"`
 
 	// MaxEndTime Only when set.
 	//
@@ -1282,14 +1285,14 @@ type ClientInterface interface {
 
 	// GetAuction Read an auction
 	//
-	// Public. Each node answers from its read cache, kept current by the auction's published state updates: an open auction's answer comes from a store read at most `--read-cache-max-age` (1 s by default) old, patched by every update since; a closed or cancelled one never changes. A client that needs its own bid reflected sends the bid's `seq` as `minSeq`. Answers carry a strong `ETag` (the auction's version) and `Cache-Control`: `no-cache` while open (revalidate with `If-None-Match`), `public, max-age=86400, immutable` once closed or cancelled.
+	// Public: anyone sees the leader by alias (`leader`); with a valid token, the auction's seller, operators and the leader themself also get `leaderId` (a token that does not verify is ignored: the public answer). Each node answers from its read cache, kept current by the auction's published state updates: an open auction's answer comes from a store read at most `--read-cache-max-age` (1 s by default) old, patched by every update since; a closed or cancelled one never changes. A client that needs its own bid reflected sends the bid's `seq` as `minSeq`. Answers carry a strong `ETag` (the auction's version) and `Cache-Control`: `no-cache` while open (revalidate with `If-None-Match`), `public, max-age=86400, immutable` once closed or cancelled.
 	//
 	// Corresponds with GET /auctions/{id} (the `GetAuction` operationId).
 	GetAuction(ctx context.Context, id AuctionId, params *GetAuctionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// AuctionBids Read an auction's bid history
 	//
-	// Public, newest row first, paged by `limit` and `cursor`. Bidders are named by alias, `Bidder 1`, `Bidder 2`, ... in the order of their first accepted row in this auction; an alias never changes. Without a token (or with `--auth=off`) that is all anyone sees. With a valid token: the auction's seller and holders of the `operator` scope also get each row's `bidderId`; a bidder's own rows carry `you: true`, their `bidderId` and, on their proxy rows, their `maxAmount`. No one else's maximum is ever shown. A sent token must be valid (401 otherwise). Read from PostgreSQL (the read replica when one serves): a hot auction's rows reach it through the bid pipeline, so its newest rows can show up a moment after their 201; rows only ever appear in `seq` order, never with a gap.
+	// Public, newest row first, paged by `limit` and `cursor`. Bidders are named by alias, `Bidder 1`, `Bidder 2`, ... in the order of their first accepted row in this auction; an alias never changes. Without a token (or with `--auth=off`) that is all anyone sees. With a valid token: the auction's seller and holders of the `operator` scope also get each row's `bidderId`; a bidder's own rows carry `you: true`, their `bidderId` and, on their proxy rows, their `maxAmount`. No one else's maximum is ever shown. A token that does not verify is ignored: the caller gets the public answer. Read from PostgreSQL (the read replica when one serves): a hot auction's rows reach it through the bid pipeline, so its newest rows can show up a moment after their 201; rows only ever appear in `seq` order, never with a gap.
 	//
 	// Corresponds with GET /auctions/{id}/bids (the `AuctionBids` operationId).
 	AuctionBids(ctx context.Context, id AuctionId, params *AuctionBidsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1429,7 +1432,7 @@ func (c *Client) CreateAuction(ctx context.Context, body CreateAuctionJSONReques
 
 // GetAuction Read an auction
 //
-// Public. Each node answers from its read cache, kept current by the auction's published state updates: an open auction's answer comes from a store read at most `--read-cache-max-age` (1 s by default) old, patched by every update since; a closed or cancelled one never changes. A client that needs its own bid reflected sends the bid's `seq` as `minSeq`. Answers carry a strong `ETag` (the auction's version) and `Cache-Control`: `no-cache` while open (revalidate with `If-None-Match`), `public, max-age=86400, immutable` once closed or cancelled.
+// Public: anyone sees the leader by alias (`leader`); with a valid token, the auction's seller, operators and the leader themself also get `leaderId` (a token that does not verify is ignored: the public answer). Each node answers from its read cache, kept current by the auction's published state updates: an open auction's answer comes from a store read at most `--read-cache-max-age` (1 s by default) old, patched by every update since; a closed or cancelled one never changes. A client that needs its own bid reflected sends the bid's `seq` as `minSeq`. Answers carry a strong `ETag` (the auction's version) and `Cache-Control`: `no-cache` while open (revalidate with `If-None-Match`), `public, max-age=86400, immutable` once closed or cancelled.
 //
 // Corresponds with GET /auctions/{id} (the `GetAuction` operationId).
 func (c *Client) GetAuction(ctx context.Context, id AuctionId, params *GetAuctionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1446,7 +1449,7 @@ func (c *Client) GetAuction(ctx context.Context, id AuctionId, params *GetAuctio
 
 // AuctionBids Read an auction's bid history
 //
-// Public, newest row first, paged by `limit` and `cursor`. Bidders are named by alias, `Bidder 1`, `Bidder 2`, ... in the order of their first accepted row in this auction; an alias never changes. Without a token (or with `--auth=off`) that is all anyone sees. With a valid token: the auction's seller and holders of the `operator` scope also get each row's `bidderId`; a bidder's own rows carry `you: true`, their `bidderId` and, on their proxy rows, their `maxAmount`. No one else's maximum is ever shown. A sent token must be valid (401 otherwise). Read from PostgreSQL (the read replica when one serves): a hot auction's rows reach it through the bid pipeline, so its newest rows can show up a moment after their 201; rows only ever appear in `seq` order, never with a gap.
+// Public, newest row first, paged by `limit` and `cursor`. Bidders are named by alias, `Bidder 1`, `Bidder 2`, ... in the order of their first accepted row in this auction; an alias never changes. Without a token (or with `--auth=off`) that is all anyone sees. With a valid token: the auction's seller and holders of the `operator` scope also get each row's `bidderId`; a bidder's own rows carry `you: true`, their `bidderId` and, on their proxy rows, their `maxAmount`. No one else's maximum is ever shown. A token that does not verify is ignored: the caller gets the public answer. Read from PostgreSQL (the read replica when one serves): a hot auction's rows reach it through the bid pipeline, so its newest rows can show up a moment after their 201; rows only ever appear in `seq` order, never with a gap.
 //
 // Corresponds with GET /auctions/{id}/bids (the `AuctionBids` operationId).
 func (c *Client) AuctionBids(ctx context.Context, id AuctionId, params *AuctionBidsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2391,7 +2394,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetAuctionWithResponse Read an auction
 	//
-	// Public. Each node answers from its read cache, kept current by the auction's published state updates: an open auction's answer comes from a store read at most `--read-cache-max-age` (1 s by default) old, patched by every update since; a closed or cancelled one never changes. A client that needs its own bid reflected sends the bid's `seq` as `minSeq`. Answers carry a strong `ETag` (the auction's version) and `Cache-Control`: `no-cache` while open (revalidate with `If-None-Match`), `public, max-age=86400, immutable` once closed or cancelled.
+	// Public: anyone sees the leader by alias (`leader`); with a valid token, the auction's seller, operators and the leader themself also get `leaderId` (a token that does not verify is ignored: the public answer). Each node answers from its read cache, kept current by the auction's published state updates: an open auction's answer comes from a store read at most `--read-cache-max-age` (1 s by default) old, patched by every update since; a closed or cancelled one never changes. A client that needs its own bid reflected sends the bid's `seq` as `minSeq`. Answers carry a strong `ETag` (the auction's version) and `Cache-Control`: `no-cache` while open (revalidate with `If-None-Match`), `public, max-age=86400, immutable` once closed or cancelled.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2400,7 +2403,7 @@ type ClientWithResponsesInterface interface {
 
 	// AuctionBidsWithResponse Read an auction's bid history
 	//
-	// Public, newest row first, paged by `limit` and `cursor`. Bidders are named by alias, `Bidder 1`, `Bidder 2`, ... in the order of their first accepted row in this auction; an alias never changes. Without a token (or with `--auth=off`) that is all anyone sees. With a valid token: the auction's seller and holders of the `operator` scope also get each row's `bidderId`; a bidder's own rows carry `you: true`, their `bidderId` and, on their proxy rows, their `maxAmount`. No one else's maximum is ever shown. A sent token must be valid (401 otherwise). Read from PostgreSQL (the read replica when one serves): a hot auction's rows reach it through the bid pipeline, so its newest rows can show up a moment after their 201; rows only ever appear in `seq` order, never with a gap.
+	// Public, newest row first, paged by `limit` and `cursor`. Bidders are named by alias, `Bidder 1`, `Bidder 2`, ... in the order of their first accepted row in this auction; an alias never changes. Without a token (or with `--auth=off`) that is all anyone sees. With a valid token: the auction's seller and holders of the `operator` scope also get each row's `bidderId`; a bidder's own rows carry `you: true`, their `bidderId` and, on their proxy rows, their `maxAmount`. No one else's maximum is ever shown. A token that does not verify is ignored: the caller gets the public answer. Read from PostgreSQL (the read replica when one serves): a hot auction's rows reach it through the bid pipeline, so its newest rows can show up a moment after their 201; rows only ever appear in `seq` order, never with a gap.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2911,16 +2914,6 @@ func (r GetAuctionResponse) ContentType() string {
 	return ""
 }
 
-// AuctionBidsResponse401Headers the declared response headers of an HTTP 401 response for AuctionBids
-type AuctionBidsResponse401Headers struct {
-	WWWAuthenticate string
-}
-
-// AuctionBidsResponse429Headers the declared response headers of an HTTP 429 response for AuctionBids
-type AuctionBidsResponse429Headers struct {
-	RetryAfter int
-}
-
 // AuctionBidsResponse503Headers the declared response headers of an HTTP 503 response for AuctionBids
 type AuctionBidsResponse503Headers struct {
 	RetryAfter int
@@ -2956,26 +2949,18 @@ type AuctionBidsResponse struct {
 		// Type urn:bidgate:problem: followed by the code.
 		Type string `json:"type"`
 	}
-	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationproblemJSON401 *Unauthenticated
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *AuctionNotFound
 	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
 	ApplicationproblemJSON408 *RequestTimeout
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *BodyTooLarge
-	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationproblemJSON429 *AuthenticationRateLimited
 	// ApplicationproblemJSON431 the response for an HTTP 431 `application/problem+json` response
 	ApplicationproblemJSON431 *HeaderTooLarge
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Internal
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *StoreUnavailable
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *AuctionBidsResponse401Headers
-	// Headers429 the parsed response headers for an HTTP 429 response
-	Headers429 *AuctionBidsResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AuctionBidsResponse503Headers
 }
@@ -3013,11 +2998,6 @@ func (r AuctionBidsResponse) GetApplicationproblemJSON400() *struct {
 	return r.ApplicationproblemJSON400
 }
 
-// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r AuctionBidsResponse) GetApplicationproblemJSON401() *Unauthenticated {
-	return r.ApplicationproblemJSON401
-}
-
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r AuctionBidsResponse) GetApplicationproblemJSON404() *AuctionNotFound {
 	return r.ApplicationproblemJSON404
@@ -3031,11 +3011,6 @@ func (r AuctionBidsResponse) GetApplicationproblemJSON408() *RequestTimeout {
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r AuctionBidsResponse) GetApplicationproblemJSON413() *BodyTooLarge {
 	return r.ApplicationproblemJSON413
-}
-
-// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r AuctionBidsResponse) GetApplicationproblemJSON429() *AuthenticationRateLimited {
-	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
@@ -5183,7 +5158,7 @@ func (c *ClientWithResponses) CreateAuctionWithResponse(ctx context.Context, bod
 
 // GetAuctionWithResponse Read an auction
 //
-// Public. Each node answers from its read cache, kept current by the auction's published state updates: an open auction's answer comes from a store read at most `--read-cache-max-age` (1 s by default) old, patched by every update since; a closed or cancelled one never changes. A client that needs its own bid reflected sends the bid's `seq` as `minSeq`. Answers carry a strong `ETag` (the auction's version) and `Cache-Control`: `no-cache` while open (revalidate with `If-None-Match`), `public, max-age=86400, immutable` once closed or cancelled.
+// Public: anyone sees the leader by alias (`leader`); with a valid token, the auction's seller, operators and the leader themself also get `leaderId` (a token that does not verify is ignored: the public answer). Each node answers from its read cache, kept current by the auction's published state updates: an open auction's answer comes from a store read at most `--read-cache-max-age` (1 s by default) old, patched by every update since; a closed or cancelled one never changes. A client that needs its own bid reflected sends the bid's `seq` as `minSeq`. Answers carry a strong `ETag` (the auction's version) and `Cache-Control`: `no-cache` while open (revalidate with `If-None-Match`), `public, max-age=86400, immutable` once closed or cancelled.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5198,7 +5173,7 @@ func (c *ClientWithResponses) GetAuctionWithResponse(ctx context.Context, id Auc
 
 // AuctionBidsWithResponse Read an auction's bid history
 //
-// Public, newest row first, paged by `limit` and `cursor`. Bidders are named by alias, `Bidder 1`, `Bidder 2`, ... in the order of their first accepted row in this auction; an alias never changes. Without a token (or with `--auth=off`) that is all anyone sees. With a valid token: the auction's seller and holders of the `operator` scope also get each row's `bidderId`; a bidder's own rows carry `you: true`, their `bidderId` and, on their proxy rows, their `maxAmount`. No one else's maximum is ever shown. A sent token must be valid (401 otherwise). Read from PostgreSQL (the read replica when one serves): a hot auction's rows reach it through the bid pipeline, so its newest rows can show up a moment after their 201; rows only ever appear in `seq` order, never with a gap.
+// Public, newest row first, paged by `limit` and `cursor`. Bidders are named by alias, `Bidder 1`, `Bidder 2`, ... in the order of their first accepted row in this auction; an alias never changes. Without a token (or with `--auth=off`) that is all anyone sees. With a valid token: the auction's seller and holders of the `operator` scope also get each row's `bidderId`; a bidder's own rows carry `you: true`, their `bidderId` and, on their proxy rows, their `maxAmount`. No one else's maximum is ever shown. A token that does not verify is ignored: the caller gets the public answer. Read from PostgreSQL (the read replica when one serves): a hot auction's rows reach it through the bid pipeline, so its newest rows can show up a moment after their 201; rows only ever appear in `seq` order, never with a gap.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5783,13 +5758,6 @@ func ParseAuctionBidsResponse(rsp *http.Response) (*AuctionBidsResponse, error) 
 		}
 		response.ApplicationproblemJSON400 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Unauthenticated
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON401 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest AuctionNotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5810,13 +5778,6 @@ func ParseAuctionBidsResponse(rsp *http.Response) (*AuctionBidsResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON413 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest AuthenticationRateLimited
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
 		var dest HeaderTooLarge
@@ -5842,26 +5803,6 @@ func ParseAuctionBidsResponse(rsp *http.Response) (*AuctionBidsResponse, error) 
 	}
 
 	switch {
-	case rsp.StatusCode == 401:
-		var headers AuctionBidsResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 429:
-		var headers AuctionBidsResponse429Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = value
-		}
-		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers AuctionBidsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
