@@ -189,7 +189,7 @@ func (c *Cache) Read(ctx context.Context, id, minSeq int64) (bidgate.Auction, er
 		return bidgate.Auction{}, err
 	}
 	a := v.(bidgate.Auction)
-	if a.BidCount < minSeq {
+	if _, pastLag := c.src.(seqReader); a.BidCount < minSeq && (!own || pastLag) {
 		// The read joined may have started before the caller's bid was
 		// answered, or read a replica behind it; a read of its own, past
 		// the replica, is the store's latest.

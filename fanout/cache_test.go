@@ -299,7 +299,20 @@ func TestCacheLRUBound(t *testing.T) {
 		t.Fatalf("evictions %v, want 1", n)
 	}
 	subscribers := func(id int64) int64 {
-		v, err := ce.rdb.Do(bg, "PUBSUB", "SHARDNUMSUB", redisstore.Channel(id)).Slice()
+		// A shard channel's subscribers are counted by the primary of its
+		// slot; on a Redis Cluster, ask that one.
+		ch := redisstore.Channel(id)
+		var node interface {
+			Do(ctx context.Context, args ...any) *redis.Cmd
+		} = ce.rdb
+		if cc, ok := ce.rdb.(*redis.ClusterClient); ok {
+			primary, err := cc.MasterForKey(bg, ch)
+			if err != nil {
+				t.Fatalf("the primary of %s: %v", ch, err)
+			}
+			node = primary
+		}
+		v, err := node.Do(bg, "PUBSUB", "SHARDNUMSUB", ch).Slice()
 		if err != nil || len(v) != 2 {
 			t.Fatalf("PUBSUB SHARDNUMSUB: %v %v", v, err)
 		}

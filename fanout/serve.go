@@ -31,7 +31,9 @@ func (h *Hub) ServeWS(ctx *fasthttp.RequestCtx, auctionID int64) {
 		writeProblem(ctx, fasthttp.StatusForbidden, "origin_not_allowed", "this origin may not watch auctions", 0)
 		return
 	}
-	jctx, cancel := context.WithTimeout(ctx, joinTimeout)
+	// Not derived from ctx: fasthttp reuses a RequestCtx once the handler
+	// returns, while a deadline's timer may still be reading it.
+	jctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
 	defer cancel()
 	if !websocket.FastHTTPIsWebSocketUpgrade(ctx) {
 		if _, err := h.snap.Auction(jctx, auctionID); err != nil {

@@ -32,7 +32,7 @@ func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
 // readyz serves GET /readyz on the public endpoint: ready or not, nothing
 // more.
 func (s *Server) readyz(ctx *fasthttp.RequestCtx) {
-	if err := s.checkReady(ctx); err != nil {
+	if err := s.checkReady(); err != nil {
 		s.writeError(ctx, errNotReady)
 		return
 	}
@@ -42,7 +42,7 @@ func (s *Server) readyz(ctx *fasthttp.RequestCtx) {
 // readyzDetail serves GET /readyz on the admin endpoint: readyz with the
 // reason, for operators.
 func (s *Server) readyzDetail(ctx *fasthttp.RequestCtx) {
-	if err := s.checkReady(ctx); err != nil {
+	if err := s.checkReady(); err != nil {
 		s.log.Warn("not ready", "err", err)
 		s.writeError(ctx, refuse(fasthttp.StatusServiceUnavailable, "not_ready", err.Error()))
 		return
@@ -52,9 +52,11 @@ func (s *Server) readyzDetail(ctx *fasthttp.RequestCtx) {
 
 // checkReady asks the stores whether they answer, and returns by
 // readyCheckTimeout whatever they do: a check that does not heed its
-// context's deadline is not waited for.
-func (s *Server) checkReady(ctx context.Context) error {
-	c, cancel := context.WithTimeout(ctx, readyCheckTimeout)
+// context's deadline is not waited for. Its context is not the request's:
+// fasthttp reuses a RequestCtx once the handler returns, while the
+// deadline's timer may still be reading it.
+func (s *Server) checkReady() error {
+	c, cancel := context.WithTimeout(context.Background(), readyCheckTimeout)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- s.ready(c) }()

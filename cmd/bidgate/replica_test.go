@@ -21,7 +21,8 @@ func TestNodeReadsPastAnUnansweringReplica(t *testing.T) {
 	keyPath, key := devKey(t)
 	const password = "replica-password-of-the-test"
 	replica := fmt.Sprintf("postgres://reader:%s@%s/bidgate?sslmode=disable&connect_timeout=1", password, testport.Addr(t))
-	args, base := serveArgs(t, dbURL, keyPath, "--postgres-read-url", replica)
+	// Without the read cache, each GET reads the store.
+	args, base := serveArgs(t, dbURL, keyPath, "--postgres-read-url", replica, "--read-cache-size", "0")
 	p := startProcess(t, args...)
 	down := p.await(t, "read replica does not answer", 60*time.Second)
 	if strings.Contains(down, password) {
