@@ -319,7 +319,8 @@ func TestEndToEnd(t *testing.T) {
 	case <-timer.C:
 		t.Fatal("auction not CLOSED 30s after its end: its viewer was not told")
 	}
-	read, err := c.GetAuctionWithResponse(ctx, id, nil)
+	// The seller sees the winner's id, as the viewers do.
+	read, err := c.GetAuctionWithResponse(ctx, id, nil, editor(bearer(t, signer, 1, auth.ScopeSell)))
 	if err != nil || read.JSON200 == nil {
 		t.Fatalf("get: %v %s", err, read.Body)
 	}
