@@ -133,7 +133,7 @@ func publicAuctionResponse(a bidgate.Auction) auctionResponse {
 		CreatedAt:           formatTime(a.CreatedAt),
 	}
 	if a.LeaderID != 0 && a.LeaderAlias > 0 {
-		name := alias(a.LeaderAlias)
+		name := bidgate.AliasName(a.LeaderAlias)
 		r.Leader = &name
 	}
 	if !a.MaxEndTime.IsZero() {

@@ -43,9 +43,6 @@ type historyPage struct {
 	NextCursor *string        `json:"nextCursor"`
 }
 
-// alias is how a bidder is named to those who may not know who it is.
-func alias(n int64) string { return "Bidder " + strconv.FormatInt(n, 10) }
-
 // auctionBids serves GET /auctions/{id}/bids: the public sees aliases; the
 // seller and operators see ids too; a bidder sees their own rows marked,
 // with their own maxima.
@@ -88,7 +85,7 @@ func (s *Server) auctionBids(ctx *fasthttp.RequestCtx, p auth.Principal) {
 	insider := p.UserID != 0 && (p.UserID == page.SellerID || p.Can(auth.ScopeOperator))
 	out := historyPage{Items: make([]historyEntry, 0, len(page.Entries))}
 	for _, e := range page.Entries {
-		h := historyEntry{Seq: e.Seq, Bidder: alias(e.Alias), Amount: bidgate.FormatMoney(e.Amount),
+		h := historyEntry{Seq: e.Seq, Bidder: bidgate.AliasName(e.Alias), Amount: bidgate.FormatMoney(e.Amount),
 			Kind: string(e.Kind), At: formatTime(e.AcceptedAt)}
 		own := p.UserID != 0 && e.BidderID == p.UserID
 		if insider || own {

@@ -133,7 +133,7 @@ func ParseUpdate(msg string) (Update, error) {
 // StateUpdate is the update as viewers receive it.
 func (u Update) StateUpdate() bidgate.StateUpdate {
 	a := bidgate.Auction{ID: u.AuctionID, CurrentPrice: bidgate.FromCents(u.PriceCents), LeaderID: u.LeaderID,
-		EndTime: time.UnixMicro(u.EndUs), Status: u.Status, BidCount: u.Seq}
+		LeaderAlias: u.LeaderAlias, EndTime: time.UnixMicro(u.EndUs), Status: u.Status, BidCount: u.Seq}
 	s := bidgate.NewStateUpdate(a)
 	if u.UpdatedUs > 0 {
 		s.UpdatedAt = time.UnixMicro(u.UpdatedUs).UTC().Format(time.RFC3339Nano)
