@@ -60,7 +60,7 @@ type Auction struct {
 	// LeaderAlias is the leader's public name, "Bidder <LeaderAlias>": their
 	// rank by first accepted row in the auction. 0: nobody leads, or not
 	// known (then public views show no leader name).
-	LeaderAlias int64
+	LeaderAlias  int64
 	Status       Status
 	Mode         Mode
 	EndTime      time.Time

@@ -9,14 +9,14 @@ import (
 // viewerMessage is the part of a WebSocket message (docs/api.md "Watch an
 // auction") a viewer reads.
 type viewerMessage struct {
-	Type         string `json:"type"`
-	AuctionID    int64  `json:"auctionId"`
-	CurrentPrice string `json:"currentPrice"`
+	Type         string  `json:"type"`
+	AuctionID    int64   `json:"auctionId"`
+	CurrentPrice string  `json:"currentPrice"`
 	Leader       *string `json:"leader"`
-	Status       string `json:"status"`
-	BidCount     int64  `json:"bidCount"`
-	Seq          int64  `json:"seq"`
-	UpdatedAt    string `json:"updatedAt"`
+	Status       string  `json:"status"`
+	BidCount     int64   `json:"bidCount"`
+	Seq          int64   `json:"seq"`
+	UpdatedAt    string  `json:"updatedAt"`
 }
 
 // Message types a viewer receives.

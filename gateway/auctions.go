@@ -81,27 +81,27 @@ func (r createAuctionRequest) toNewAuction(seller auth.Principal) (bidgate.NewAu
 }
 
 type auctionResponse struct {
-	ID                  int64  `json:"id"`
-	SellerID            int64  `json:"sellerId"`
-	Title               string `json:"title"`
-	StartPrice          string `json:"startPrice"`
-	CurrentPrice        string `json:"currentPrice"`
-	MinIncrement        string `json:"minIncrement"`
-	MinimumBid          string `json:"minimumBid"`
+	ID           int64  `json:"id"`
+	SellerID     int64  `json:"sellerId"`
+	Title        string `json:"title"`
+	StartPrice   string `json:"startPrice"`
+	CurrentPrice string `json:"currentPrice"`
+	MinIncrement string `json:"minIncrement"`
+	MinimumBid   string `json:"minimumBid"`
 	// LeaderID is in the seller's, operators' and the leader's own view
 	// only (a nil pointer in theirs is null: nobody leads).
 	LeaderID            **int64 `json:"leaderId,omitempty"`
 	Leader              *string `json:"leader"` // the leader's alias, in every view
-	Status              string `json:"status"`
-	EndTime             string `json:"endTime"`
-	Hot                 bool   `json:"hot"`
-	BidCount            int64  `json:"bidCount"`
-	ExtendWindowSeconds int64  `json:"extendWindowSeconds"`
-	ExtendBySeconds     int64  `json:"extendBySeconds"`
-	MaxEndTime          string `json:"maxEndTime,omitempty"`
-	ReserveMet          *bool  `json:"reserveMet,omitempty"` // only with a reserve, never its amount
-	BuyNowPrice         string `json:"buyNowPrice,omitempty"`
-	CreatedAt           string `json:"createdAt"`
+	Status              string  `json:"status"`
+	EndTime             string  `json:"endTime"`
+	Hot                 bool    `json:"hot"`
+	BidCount            int64   `json:"bidCount"`
+	ExtendWindowSeconds int64   `json:"extendWindowSeconds"`
+	ExtendBySeconds     int64   `json:"extendBySeconds"`
+	MaxEndTime          string  `json:"maxEndTime,omitempty"`
+	ReserveMet          *bool   `json:"reserveMet,omitempty"` // only with a reserve, never its amount
+	BuyNowPrice         string  `json:"buyNowPrice,omitempty"`
+	CreatedAt           string  `json:"createdAt"`
 }
 
 // newAuctionResponse is the auction as its seller, operators and its

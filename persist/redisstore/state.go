@@ -134,9 +134,9 @@ type State struct {
 	PriceCents  int64
 	LeaderID    int64 // 0: nobody
 	LeaderAlias int64 // 0: nobody, or a state written before aliases
-	EndUs      int64
-	Status     bidgate.Status
-	Seq        int64
+	EndUs       int64
+	Status      bidgate.Status
+	Seq         int64
 }
 
 // Apply overlays the live state on an auction as PostgreSQL has it.

@@ -54,9 +54,9 @@ type Update struct {
 	// or unknown.
 	LeaderAlias int64
 	EndUs       int64
-	Status     bidgate.Status
-	Seq        int64 // the bid count; only rises
-	UpdatedUs  int64 // when the serializing store made this state
+	Status      bidgate.Status
+	Seq         int64 // the bid count; only rises
+	UpdatedUs   int64 // when the serializing store made this state
 	// Mode is set by a promotion only (HOT); empty: unchanged.
 	Mode bidgate.Mode
 }
