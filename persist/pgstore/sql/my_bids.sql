@@ -19,7 +19,11 @@ stated AS (
                 WHEN a.status = 'CLOSED' THEN 'lost'
                 WHEN a.leader_id = $1 THEN 'leading'
                 ELSE 'outbid' END AS state
-      FROM mine m JOIN auction a ON a.id = m.auction_id
+      FROM mine m
+     -- LATERAL: one primary-key probe per group, in the groups' order,
+     -- never a scan of every auction merged with the user's (OFFSET 0
+     -- keeps the planner from flattening it into one).
+     CROSS JOIN LATERAL (SELECT * FROM auction x WHERE x.id = m.auction_id OFFSET 0) a
 )
 SELECT id, seller_id, title, start_price, current_price, min_increment, leader_id,
        status, mode, end_time, EXTRACT(EPOCH FROM extend_window)::bigint,
