@@ -23,11 +23,17 @@ aliases AS (
     SELECT bidder_id, row_number() OVER (ORDER BY first_seq) AS alias FROM firsts
 ),
 page AS (
-    SELECT b.seq, b.bidder_id, b.amount, b.kind, b.max_amount, b.accepted_at
-      FROM a JOIN bid b ON b.auction_id = a.id
-     WHERE b.seq <= a.upto AND ($2::bigint = 0 OR b.seq < $2::bigint)
-     ORDER BY b.seq DESC
-     LIMIT $3
+    -- Walks (auction_id, seq) backwards from the cursor and stops at the
+    -- page's end (LATERAL with OFFSET 0: not flattened into a sort of
+    -- every row).
+    SELECT p.*
+      FROM a CROSS JOIN LATERAL (
+            SELECT b.seq, b.bidder_id, b.amount, b.kind, b.max_amount, b.accepted_at
+              FROM bid b
+             WHERE b.auction_id = a.id
+               AND b.seq <= LEAST(a.upto, CASE WHEN $2::bigint = 0 THEN a.upto ELSE $2::bigint - 1 END)
+             ORDER BY b.seq DESC
+             LIMIT $3 OFFSET 0) p
 )
 SELECT a.seller_id, p.seq, p.bidder_id, al.alias, p.amount, p.kind, p.max_amount, p.accepted_at
   FROM a
