@@ -57,6 +57,10 @@ type Auction struct {
 	CurrentPrice decimal.Decimal
 	MinIncrement decimal.Decimal
 	LeaderID     int64 // 0 while nobody has bid
+	// LeaderAlias is the leader's public name, "Bidder <LeaderAlias>": their
+	// rank by first accepted row in the auction. 0: nobody leads, or not
+	// known (then public views show no leader name).
+	LeaderAlias  int64
 	Status       Status
 	Mode         Mode
 	EndTime      time.Time

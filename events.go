@@ -2,6 +2,7 @@ package bidgate
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -12,11 +13,16 @@ import (
 type StateUpdate struct {
 	AuctionID    int64  `json:"auctionId"`
 	CurrentPrice string `json:"currentPrice"`
-	LeaderID     *int64 `json:"leaderId"`
-	EndTime      string `json:"endTime"`
-	Status       Status `json:"status"`
-	BidCount     int64  `json:"bidCount"`
-	Seq          int64  `json:"seq"`
+	// Leader is the leader's alias ("Bidder 3"; nil while nobody leads, or
+	// not known): viewers are the public and never get the leader's id.
+	Leader *string `json:"leader"`
+	// LeaderID is the leader the alias belongs to, for merging an update
+	// that does not say the alias (the closer's); never sent.
+	LeaderID int64  `json:"-"`
+	EndTime  string `json:"endTime"`
+	Status   Status `json:"status"`
+	BidCount int64  `json:"bidCount"`
+	Seq      int64  `json:"seq"`
 	// UpdatedAt is when the store that serializes the auction made this
 	// state (the newest bid's acceptance), for measuring delivery lag.
 	UpdatedAt string `json:"updatedAt,omitempty"`
@@ -24,14 +30,17 @@ type StateUpdate struct {
 
 // NewStateUpdate builds the update for an auction's state.
 func NewStateUpdate(a Auction) StateUpdate {
-	u := StateUpdate{AuctionID: a.ID, CurrentPrice: FormatMoney(a.CurrentPrice),
+	u := StateUpdate{AuctionID: a.ID, CurrentPrice: FormatMoney(a.CurrentPrice), LeaderID: a.LeaderID,
 		EndTime: a.EndTime.UTC().Format(time.RFC3339Nano), Status: a.Status, BidCount: a.BidCount, Seq: a.BidCount}
-	if a.LeaderID != 0 {
-		leader := a.LeaderID
-		u.LeaderID = &leader
+	if a.LeaderID != 0 && a.LeaderAlias > 0 {
+		name := AliasName(a.LeaderAlias)
+		u.Leader = &name
 	}
 	return u
 }
+
+// AliasName is how a bidder is named to those who may not know who it is.
+func AliasName(alias int64) string { return "Bidder " + strconv.FormatInt(alias, 10) }
 
 // AuctionClosed is the payload of an auction-closed event. Consumers must be
 // idempotent per AuctionID: the event is delivered at least once, and every

@@ -35,16 +35,30 @@ func checkViewerFinal(ix *index, logs []ViewerLog) Check {
 		}
 		c.Checked++
 		f, r := l.Final, ix.rows[l.AuctionID]
+		leader := "" // the alias of the database's leader, by its rows
+		if r != nil && r.LeaderID != 0 {
+			leader = bidgate.AliasName(aliasesOf(ix.bids[l.AuctionID])[r.LeaderID])
+		}
 		switch {
 		case f == nil:
 			c.fail("viewer %d of auction %d (target %d): no closed message after %d messages", l.Viewer, l.AuctionID, l.Target+1, l.Messages)
 		case r == nil:
 			c.fail("viewer %d of auction %d: a closed message, but the auction has no row", l.Viewer, l.AuctionID)
 		case r.Status != string(bidgate.StatusClosed) || f.Status != r.Status || !sameMoney(f.Price, r.CurrentPrice) ||
-			f.Leader != r.LeaderID || f.BidCount != r.BidCount:
-			c.fail("viewer %d of auction %d (target %d): closed message %s at %s led by %d with %d bids; the database has %s at %s led by %d with %d bids",
-				l.Viewer, l.AuctionID, l.Target+1, f.Status, f.Price, f.Leader, f.BidCount, r.Status, r.CurrentPrice, r.LeaderID, r.BidCount)
+			f.Leader != leader || f.BidCount != r.BidCount:
+			c.fail("viewer %d of auction %d (target %d): closed message %s at %s led by %q with %d bids; the database has %s at %s led by %d (%q) with %d bids",
+				l.Viewer, l.AuctionID, l.Target+1, f.Status, f.Price, f.Leader, f.BidCount, r.Status, r.CurrentPrice, r.LeaderID, leader, r.BidCount)
 		}
 	}
 	return c.done()
+}
+
+// aliasesOf numbers an auction's bidders by their first row, as bidgate
+// names leaders to viewers.
+func aliasesOf(rows []BidRow) map[int64]int64 {
+	bids := make([]bidgate.Bid, len(rows))
+	for i, r := range rows {
+		bids[i] = bidgate.Bid{BidderID: r.BidderID, Seq: r.Seq}
+	}
+	return bidgate.AliasesOf(bids)
 }

@@ -9,11 +9,13 @@ import (
 )
 
 // msg is a message of auction 7 of the given type, seq and price, led by
-// bidder 42 (none at seq 0), with seq as its bid count.
+// bidder 42, Bidder 2 by the rows of viewerBids (none at seq 0), with seq
+// as its bid count.
 func msg(kind string, seq int64, price string) viewerMessage {
 	m := viewerMessage{Type: kind, AuctionID: 7, CurrentPrice: price, Status: string(bidgate.StatusOpen), BidCount: seq, Seq: seq}
 	if seq > 0 {
-		m.LeaderID = ptr(42)
+		alias := "Bidder 2"
+		m.Leader = &alias
 	}
 	if kind == msgClosed {
 		m.Status = string(bidgate.StatusClosed)
@@ -71,7 +73,7 @@ func TestViewerChecks(t *testing.T) {
 				l.Dropped = tc.dropped
 			}
 			checks := Audit(Dataset{Auctions: []AuctionSpec{{ID: 7, StartPrice: "1000.00", MinIncrement: "10.00"}},
-				Rows: []AuctionRow{tc.row}, Watched: true, Viewers: []ViewerLog{l}})
+				Rows: []AuctionRow{tc.row}, Bids: viewerBids, Watched: true, Viewers: []ViewerLog{l}})
 			order, final := find(t, checks, CheckViewerOrder), find(t, checks, CheckViewerFinal)
 			if order.Failed != tc.order || order.Pass != (tc.order == 0) || order.Checked != len(tc.msgs)+tc.bad {
 				t.Errorf("viewer-order: %+v, want %d failed of %d", order, tc.order, len(tc.msgs)+tc.bad)
@@ -145,3 +147,8 @@ func TestSourceAddr(t *testing.T) {
 		t.Errorf("3000 viewers at 200 a source use %d sources, want 15", n)
 	}
 }
+
+// viewerBids are auction 7's rows: bidder 43 first (Bidder 1), then 42
+// (Bidder 2).
+var viewerBids = []BidRow{{AuctionID: 7, BidderID: 43, Seq: 1, Amount: "1010.00"}, {AuctionID: 7, BidderID: 42, Seq: 2, Amount: "1020.00"},
+	{AuctionID: 7, BidderID: 42, Seq: 3, Amount: "1030.00"}}

@@ -9,14 +9,14 @@ import (
 // viewerMessage is the part of a WebSocket message (docs/api.md "Watch an
 // auction") a viewer reads.
 type viewerMessage struct {
-	Type         string `json:"type"`
-	AuctionID    int64  `json:"auctionId"`
-	CurrentPrice string `json:"currentPrice"`
-	LeaderID     *int64 `json:"leaderId"`
-	Status       string `json:"status"`
-	BidCount     int64  `json:"bidCount"`
-	Seq          int64  `json:"seq"`
-	UpdatedAt    string `json:"updatedAt"`
+	Type         string  `json:"type"`
+	AuctionID    int64   `json:"auctionId"`
+	CurrentPrice string  `json:"currentPrice"`
+	Leader       *string `json:"leader"`
+	Status       string  `json:"status"`
+	BidCount     int64   `json:"bidCount"`
+	Seq          int64   `json:"seq"`
+	UpdatedAt    string  `json:"updatedAt"`
 }
 
 // Message types a viewer receives.
@@ -29,15 +29,15 @@ const (
 type ViewerState struct {
 	Seq      int64  `json:"seq"`
 	Price    string `json:"currentPrice"`
-	Leader   int64  `json:"leaderId"` // 0: none
+	Leader   string `json:"leader"` // the alias; "": none
 	BidCount int64  `json:"bidCount"`
 	Status   string `json:"status"`
 }
 
 func stateOf(m viewerMessage) ViewerState {
 	s := ViewerState{Seq: m.Seq, Price: m.CurrentPrice, BidCount: m.BidCount, Status: m.Status}
-	if m.LeaderID != nil {
-		s.Leader = *m.LeaderID
+	if m.Leader != nil {
+		s.Leader = *m.Leader
 	}
 	return s
 }

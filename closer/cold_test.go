@@ -373,7 +373,7 @@ func TestColdEventPayload(t *testing.T) {
 				t.Fatal(err)
 			}
 			u := parsed.StateUpdate()
-			if u.Status != bidgate.StatusClosed || u.CurrentPrice != tc.price || !equalLeader(u.LeaderID, tc.winner) ||
+			if u.Status != bidgate.StatusClosed || u.CurrentPrice != tc.price || !equalLeader(leaderOf(u), tc.winner) ||
 				u.BidCount != int64(len(tc.bids)) {
 				t.Fatalf("closed state update %s", msg.Payload)
 			}

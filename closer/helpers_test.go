@@ -237,3 +237,12 @@ const testStoreTimeout = time.Minute
 // testColdLockTimeout is these shards' wait for a cold auction's row lock,
 // for the same reason: bids racing for one row queue for it.
 const testColdLockTimeout = 30 * time.Second
+
+// leaderOf is the leader an update names internally (viewers get the
+// alias only).
+func leaderOf(u bidgate.StateUpdate) *int64 {
+	if u.LeaderID == 0 {
+		return nil
+	}
+	return &u.LeaderID
+}

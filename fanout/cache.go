@@ -383,7 +383,16 @@ func newer(u redisstore.Update, a bidgate.Auction) bool {
 	return !a.Status.Final() && (u.Seq > a.BidCount || u.Status.Final())
 }
 
+// applyUpdate patches a with u. An update without the leader's alias (the
+// closer's, which never changes the leader) keeps the alias of the same
+// leader, and forgets that of another.
 func applyUpdate(a bidgate.Auction, u redisstore.Update) bidgate.Auction {
+	switch {
+	case u.LeaderAlias != 0:
+		a.LeaderAlias = u.LeaderAlias
+	case u.LeaderID != a.LeaderID:
+		a.LeaderAlias = 0
+	}
 	a.CurrentPrice, a.LeaderID, a.Status, a.BidCount = bidgate.FromCents(u.PriceCents), u.LeaderID, u.Status, u.Seq
 	a.EndTime = time.UnixMicro(u.EndUs).UTC()
 	return a

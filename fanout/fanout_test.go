@@ -30,7 +30,7 @@ func TestViewerSeesSnapshotUpdatesAndClose(t *testing.T) {
 
 	c := dial(t, n, a.ID)
 	snap := c.next(t, 5*time.Second)
-	if snap.Type != typeSnapshot || snap.Seq != 0 || snap.CurrentPrice != "100.00" || snap.LeaderID != nil ||
+	if snap.Type != typeSnapshot || snap.Seq != 0 || snap.CurrentPrice != "100.00" || snap.Leader != nil ||
 		snap.Status != bidgate.StatusOpen || snap.AuctionID != a.ID {
 		t.Fatalf("snapshot %+v", snap)
 	}
@@ -55,7 +55,7 @@ func TestViewerSeesSnapshotUpdatesAndClose(t *testing.T) {
 	got := c.until(t, final.BidCount, 5*time.Second)
 	last := got[len(got)-1]
 	if last.Type != typeUpdate || last.CurrentPrice != bidgate.FormatMoney(final.CurrentPrice) ||
-		leader(last) != final.LeaderID || last.BidCount != final.BidCount {
+		final.LeaderAlias == 0 || leader(last) != final.LeaderAlias || last.BidCount != final.BidCount {
 		t.Fatalf("last update %+v; auction %+v", last, final)
 	}
 	for _, m := range got {
@@ -66,7 +66,7 @@ func TestViewerSeesSnapshotUpdatesAndClose(t *testing.T) {
 
 	u := publishClosed(t, e.rdb, e.svc, a.ID)
 	closed := c.next(t, 5*time.Second)
-	if closed.Type != typeClosed || closed.Status != bidgate.StatusClosed || leader(closed) != *u.LeaderID ||
+	if closed.Type != typeClosed || closed.Status != bidgate.StatusClosed || u.Leader == nil || closed.Leader == nil || *closed.Leader != *u.Leader ||
 		closed.CurrentPrice != u.CurrentPrice || closed.Seq != u.Seq {
 		t.Fatalf("closed %+v; published %+v", closed, u)
 	}
@@ -129,7 +129,7 @@ func TestCoalescesBurstToFewMessages(t *testing.T) {
 	t.Logf("%d of %d bids accepted in %v, sent in %d flushes", accepted.Load(), bids, time.Since(start), len(sent))
 	for i, msgs := range got {
 		last := msgs[len(msgs)-1]
-		if last.CurrentPrice != bidgate.FormatMoney(final.CurrentPrice) || leader(last) != final.LeaderID || last.Seq != final.BidCount {
+		if last.CurrentPrice != bidgate.FormatMoney(final.CurrentPrice) || final.LeaderAlias == 0 || leader(last) != final.LeaderAlias || last.Seq != final.BidCount {
 			t.Fatalf("viewer %d ended on %+v; auction %+v", i, last, final)
 		}
 		for j := 1; j < len(msgs); j++ {
@@ -167,7 +167,7 @@ func TestViewerOnOtherNodeSeesBids(t *testing.T) {
 	}
 	for _, c := range []*client{onB, onA} {
 		got := c.until(t, last.Seq, 5*time.Second)
-		if m := got[len(got)-1]; m.CurrentPrice != "150.00" || leader(m) != 14 || m.Seq != last.Seq {
+		if m := got[len(got)-1]; m.CurrentPrice != "150.00" || leader(m) != 5 || m.Seq != last.Seq { // bidder 14, the fifth
 			t.Fatalf("last message %+v", m)
 		}
 	}
@@ -425,7 +425,7 @@ func TestClosedNotCoalescedAway(t *testing.T) {
 	mustBid(t, e.svc, a.ID, 4, 160)
 	u := publishClosed(t, e.rdb, e.svc, a.ID)
 	m := c.next(t, interval+10*time.Second)
-	if m.Type != typeClosed || m.Seq != u.Seq || leader(m) != 4 || m.CurrentPrice != "160.00" {
+	if m.Type != typeClosed || m.Seq != u.Seq || leader(m) != 2 || m.CurrentPrice != "160.00" { // bidder 4, after 3
 		t.Fatalf("closed %+v", m)
 	}
 	c.closed(t, websocket.CloseNormalClosure, 5*time.Second)
@@ -439,13 +439,13 @@ func TestClosedNotCoalescedAway(t *testing.T) {
 type closedSnapshot struct{}
 
 func (closedSnapshot) Auction(_ context.Context, id int64) (bidgate.Auction, error) {
-	return bidgate.Auction{ID: id, Status: bidgate.StatusClosed, LeaderID: 9, BidCount: 4, EndTime: time.Now()}, nil
+	return bidgate.Auction{ID: id, Status: bidgate.StatusClosed, LeaderID: 9, LeaderAlias: 3, BidCount: 4, EndTime: time.Now()}, nil
 }
 
 func TestClosedAuctionSnapshotThenClose(t *testing.T) {
 	n := startNode(t, newEnv(t).rdb, closedSnapshot{}, Config{}, nodeOpts{})
 	c := dial(t, n, 42)
-	if m := c.next(t, 5*time.Second); m.Type != typeClosed || m.Seq != 4 || leader(m) != 9 {
+	if m := c.next(t, 5*time.Second); m.Type != typeClosed || m.Seq != 4 || leader(m) != 3 {
 		t.Fatalf("first message %+v", m)
 	}
 	c.closed(t, websocket.CloseNormalClosure, 5*time.Second)
@@ -488,7 +488,7 @@ func TestEndedAuctionClosesWithoutAnnouncement(t *testing.T) {
 	if _, err := e.db.Exec(bg, `UPDATE auction SET status = 'CLOSED', closed_at = clock_timestamp() WHERE id = $1`, a.ID); err != nil {
 		t.Fatal(err)
 	}
-	if m := c.next(t, 10*time.Second); m.Type != typeClosed || leader(m) != 5 || m.CurrentPrice != "120.00" {
+	if m := c.next(t, 10*time.Second); m.Type != typeClosed || leader(m) != 1 || m.CurrentPrice != "120.00" {
 		t.Fatalf("closed %+v", m)
 	}
 	c.closed(t, websocket.CloseNormalClosure, 5*time.Second)
@@ -568,7 +568,7 @@ func TestViewersSeeAutomaticBids(t *testing.T) {
 		}
 		msgs := c.until(t, 3, 5*time.Second) // the proxy, the bid, the automatic answer
 		last := msgs[len(msgs)-1]
-		if last.CurrentPrice != "151.00" || last.LeaderID == nil || *last.LeaderID != 1 || last.Seq != 3 {
+		if last.CurrentPrice != "151.00" || leader(last) != 1 || last.Seq != 3 {
 			t.Fatalf("hot %v: last message %+v", hot, last)
 		}
 		for _, m := range msgs {

@@ -409,11 +409,16 @@ func (l *flushLog) spaced(tb testing.TB, id int64, interval time.Duration) []flu
 	return fl
 }
 
+// leader is the alias a message names the leader by; 0: none.
 func leader(m wireMessage) int64 {
-	if m.LeaderID == nil {
+	if m.Leader == nil {
 		return 0
 	}
-	return *m.LeaderID
+	n, err := strconv.ParseInt(strings.TrimPrefix(*m.Leader, "Bidder "), 10, 64)
+	if err != nil || bidgate.AliasName(n) != *m.Leader {
+		return -1
+	}
+	return n
 }
 
 // testStoreTimeout is the bid budget of these tests' shards: they check

@@ -25,7 +25,7 @@ type wireMessage struct {
 	Type         string         `json:"type"`
 	AuctionID    int64          `json:"auctionId"`
 	CurrentPrice string         `json:"currentPrice"`
-	LeaderID     *int64         `json:"leaderId"`
+	Leader       *string        `json:"leader"` // the alias: viewers are the public
 	EndTime      string         `json:"endTime"`
 	Status       bidgate.Status `json:"status"`
 	BidCount     int64          `json:"bidCount"`
@@ -74,7 +74,7 @@ func encode(kind string, u bidgate.StateUpdate, interval time.Duration) (*messag
 		kind = typeClosed
 	}
 	b, err := json.Marshal(wireMessage{Type: kind, AuctionID: u.AuctionID, CurrentPrice: u.CurrentPrice,
-		LeaderID: u.LeaderID, EndTime: u.EndTime, Status: u.Status, BidCount: u.BidCount, Seq: u.Seq,
+		Leader: u.Leader, EndTime: u.EndTime, Status: u.Status, BidCount: u.BidCount, Seq: u.Seq,
 		UpdatedAt: u.UpdatedAt, IntervalMs: interval.Milliseconds()})
 	if err != nil {
 		return nil, fmt.Errorf("encode state of auction %d: %w", u.AuctionID, err)

@@ -80,6 +80,9 @@ func (r *room) observe(u bidgate.StateUpdate, count bool) {
 	rk := rankOf(u)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if u.Leader == nil && u.LeaderID != 0 && u.LeaderID == r.latest.LeaderID {
+		u.Leader = r.latest.Leader // the closer's update names no alias; the leader is the same
+	}
 	if !rk.newer(r.latestRank) {
 		if count {
 			r.hub.metrics.coalesced.Inc()

@@ -80,11 +80,19 @@ func TestGeneratedClient(t *testing.T) {
 		r.ApplicationproblemJSON409.MinimumBid == nil || *r.ApplicationproblemJSON409.MinimumBid != "1220.00" {
 		t.Fatalf("Z's low bid: %d %s", r.StatusCode(), r.Body)
 	}
-	got, err := c.GetAuctionWithResponse(ctx, a.Id, nil)
+	// The public sees the leader by alias; the seller by id.
+	public, err := c.GetAuctionWithResponse(ctx, a.Id, nil)
+	if err != nil || public.JSON200 == nil {
+		t.Fatalf("get: %v", err)
+	}
+	if l := public.JSON200.Leader; l == nil || *l != "Bidder 1" || public.JSON200.LeaderId != nil || public.JSON200.CurrentPrice != "1210.00" {
+		t.Fatalf("after the bids, public: %s", public.Body)
+	}
+	got, err := c.GetAuctionWithResponse(ctx, a.Id, nil, bearer(t, testSeller, auth.ScopeSell))
 	if err != nil || got.JSON200 == nil {
 		t.Fatalf("get: %v", err)
 	}
 	if l := got.JSON200.LeaderId; l == nil || *l != 101 || got.JSON200.CurrentPrice != "1210.00" {
-		t.Fatalf("after the bids: %s", got.Body)
+		t.Fatalf("after the bids, the seller: %s", got.Body)
 	}
 }

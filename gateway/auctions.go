@@ -81,27 +81,45 @@ func (r createAuctionRequest) toNewAuction(seller auth.Principal) (bidgate.NewAu
 }
 
 type auctionResponse struct {
-	ID                  int64  `json:"id"`
-	SellerID            int64  `json:"sellerId"`
-	Title               string `json:"title"`
-	StartPrice          string `json:"startPrice"`
-	CurrentPrice        string `json:"currentPrice"`
-	MinIncrement        string `json:"minIncrement"`
-	MinimumBid          string `json:"minimumBid"`
-	LeaderID            *int64 `json:"leaderId"`
-	Status              string `json:"status"`
-	EndTime             string `json:"endTime"`
-	Hot                 bool   `json:"hot"`
-	BidCount            int64  `json:"bidCount"`
-	ExtendWindowSeconds int64  `json:"extendWindowSeconds"`
-	ExtendBySeconds     int64  `json:"extendBySeconds"`
-	MaxEndTime          string `json:"maxEndTime,omitempty"`
-	ReserveMet          *bool  `json:"reserveMet,omitempty"` // only with a reserve, never its amount
-	BuyNowPrice         string `json:"buyNowPrice,omitempty"`
-	CreatedAt           string `json:"createdAt"`
+	ID           int64  `json:"id"`
+	SellerID     int64  `json:"sellerId"`
+	Title        string `json:"title"`
+	StartPrice   string `json:"startPrice"`
+	CurrentPrice string `json:"currentPrice"`
+	MinIncrement string `json:"minIncrement"`
+	MinimumBid   string `json:"minimumBid"`
+	// LeaderID is in the seller's, operators' and the leader's own view
+	// only (a nil pointer in theirs is null: nobody leads).
+	LeaderID            **int64 `json:"leaderId,omitempty"`
+	Leader              *string `json:"leader"` // the leader's alias, in every view
+	Status              string  `json:"status"`
+	EndTime             string  `json:"endTime"`
+	Hot                 bool    `json:"hot"`
+	BidCount            int64   `json:"bidCount"`
+	ExtendWindowSeconds int64   `json:"extendWindowSeconds"`
+	ExtendBySeconds     int64   `json:"extendBySeconds"`
+	MaxEndTime          string  `json:"maxEndTime,omitempty"`
+	ReserveMet          *bool   `json:"reserveMet,omitempty"` // only with a reserve, never its amount
+	BuyNowPrice         string  `json:"buyNowPrice,omitempty"`
+	CreatedAt           string  `json:"createdAt"`
 }
 
+// newAuctionResponse is the auction as its seller, operators and its
+// leader see it: with the leader's id.
 func newAuctionResponse(a bidgate.Auction) auctionResponse {
+	r := publicAuctionResponse(a)
+	var leader *int64
+	if a.LeaderID != 0 {
+		id := a.LeaderID
+		leader = &id
+	}
+	r.LeaderID = &leader
+	return r
+}
+
+// publicAuctionResponse is the auction as anyone sees it: the leader by
+// alias only.
+func publicAuctionResponse(a bidgate.Auction) auctionResponse {
 	r := auctionResponse{
 		ID: a.ID, SellerID: a.SellerID, Title: a.Title,
 		StartPrice:   bidgate.FormatMoney(a.StartPrice),
@@ -114,9 +132,9 @@ func newAuctionResponse(a bidgate.Auction) auctionResponse {
 		ExtendBySeconds:     int64(a.ExtendBy / time.Second),
 		CreatedAt:           formatTime(a.CreatedAt),
 	}
-	if a.LeaderID != 0 {
-		leader := a.LeaderID
-		r.LeaderID = &leader
+	if a.LeaderID != 0 && a.LeaderAlias > 0 {
+		name := bidgate.AliasName(a.LeaderAlias)
+		r.Leader = &name
 	}
 	if !a.MaxEndTime.IsZero() {
 		r.MaxEndTime = formatTime(a.MaxEndTime)
@@ -154,8 +172,9 @@ func (s *Server) createAuction(ctx *fasthttp.RequestCtx, seller auth.Principal) 
 }
 
 // getAuction serves GET /auctions/{id}, through the node's read cache when
-// there is one.
-func (s *Server) getAuction(ctx *fasthttp.RequestCtx) {
+// there is one: the seller, operators and the leader see the leader's id,
+// anyone else their alias only.
+func (s *Server) getAuction(ctx *fasthttp.RequestCtx, p auth.Principal) {
 	id, err := pathID(ctx, "id")
 	if err != nil {
 		s.writeError(ctx, err)
@@ -173,7 +192,13 @@ func (s *Server) getAuction(ctx *fasthttp.RequestCtx) {
 		s.writeError(ctx, err)
 		return
 	}
-	s.writeAuction(ctx, a)
+	s.writeAuction(ctx, a, insider(p, a))
+}
+
+// insider reports whether p sees who leads a: its seller, an operator, or
+// the leader.
+func insider(p auth.Principal, a bidgate.Auction) bool {
+	return p.UserID != 0 && (p.UserID == a.SellerID || p.UserID == a.LeaderID || p.Can(auth.ScopeOperator))
 }
 
 // cancelRequest is the body of POST /auctions/{id}/cancel: empty, or the

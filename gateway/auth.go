@@ -36,32 +36,8 @@ func (s *Server) authorized(scope string, h func(*fasthttp.RequestCtx, auth.Prin
 			h(ctx, auth.Principal{}) // no user: the body names one
 			return
 		}
-		addr := ctx.RemoteIP().String()
-		if wait, limited := s.authFailures.limited(addr); limited {
-			tooMany := refuse(fasthttp.StatusTooManyRequests, "rate_limited", "too many failed authentications from this address; retry later")
-			tooMany.problem.RetryAfterSeconds = int(math.Ceil(wait.Seconds()))
-			s.writeError(ctx, tooMany)
-			return
-		}
-		token, ok := bearerToken(ctx.Request.Header.Peek("Authorization"))
+		p, ok := s.authenticate(ctx)
 		if !ok {
-			s.authFailures.fail(addr)
-			ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="bidgate"`)
-			s.writeError(ctx, errNoToken)
-			return
-		}
-		if s.cfg.Auth == nil {
-			s.authFailures.fail(addr)
-			ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="bidgate", error="invalid_token"`)
-			s.writeError(ctx, errNoTokenAccepted)
-			return
-		}
-		p, err := s.cfg.Auth.Verify(token)
-		if err != nil {
-			s.authFailures.fail(addr)
-			s.metrics.authFailures.Inc()
-			ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="bidgate", error="invalid_token", error_description="the token is malformed, expired, not yet valid, wrongly signed or not for this service"`)
-			s.writeError(ctx, errInvalidToken)
 			return
 		}
 		if !p.Can(scope) {
@@ -71,6 +47,58 @@ func (s *Server) authorized(scope string, h func(*fasthttp.RequestCtx, auth.Prin
 		}
 		h(ctx, p)
 	}
+}
+
+// viewer wraps a public handler whose answer depends on who asks: the
+// caller is the token's subject when the request carries a valid token,
+// else anonymous (the zero Principal). A bad token is ignored, as on every
+// public route: it gets the public answer, which shows nothing it should
+// not.
+func (s *Server) viewer(h func(*fasthttp.RequestCtx, auth.Principal)) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		var p auth.Principal
+		if token, ok := bearerToken(ctx.Request.Header.Peek("Authorization")); ok && !s.cfg.AuthOff && s.cfg.Auth != nil {
+			if v, err := s.cfg.Auth.Verify(token); err == nil {
+				p = v
+			}
+		}
+		h(ctx, p)
+	}
+}
+
+// authenticate verifies the request's bearer token. On failure it has
+// answered: 401 for a missing or invalid token (RFC 6750), 429 for an
+// address that failed too often.
+func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (auth.Principal, bool) {
+	addr := ctx.RemoteIP().String()
+	if wait, limited := s.authFailures.limited(addr); limited {
+		tooMany := refuse(fasthttp.StatusTooManyRequests, "rate_limited", "too many failed authentications from this address; retry later")
+		tooMany.problem.RetryAfterSeconds = int(math.Ceil(wait.Seconds()))
+		s.writeError(ctx, tooMany)
+		return auth.Principal{}, false
+	}
+	token, ok := bearerToken(ctx.Request.Header.Peek("Authorization"))
+	if !ok {
+		s.authFailures.fail(addr)
+		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="bidgate"`)
+		s.writeError(ctx, errNoToken)
+		return auth.Principal{}, false
+	}
+	if s.cfg.Auth == nil {
+		s.authFailures.fail(addr)
+		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="bidgate", error="invalid_token"`)
+		s.writeError(ctx, errNoTokenAccepted)
+		return auth.Principal{}, false
+	}
+	p, err := s.cfg.Auth.Verify(token)
+	if err != nil {
+		s.authFailures.fail(addr)
+		s.metrics.authFailures.Inc()
+		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="bidgate", error="invalid_token", error_description="the token is malformed, expired, not yet valid, wrongly signed or not for this service"`)
+		s.writeError(ctx, errInvalidToken)
+		return auth.Principal{}, false
+	}
+	return p, true
 }
 
 // bearerToken reads the token of an Authorization header "Bearer <token>"

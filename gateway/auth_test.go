@@ -329,7 +329,7 @@ func TestSelfBidding(t *testing.T) {
 				t.Fatalf("another bidder: %d %s", r.status, r.raw)
 			}
 			wantProblem(t, s.bid(seller, id, uuid.NewString(), map[string]any{"amount": 1500}), 403, "self_bidding")
-			if g := s.do("GET", fmt.Sprintf("/auctions/%d", id), nil); g.body["leaderId"] != float64(42) || g.body["currentPrice"] != "1100.00" {
+			if g := s.do("GET", fmt.Sprintf("/auctions/%d", id), nil, as(t, seller, auth.ScopeSell)...); g.body["leaderId"] != float64(42) || g.body["currentPrice"] != "1100.00" {
 				t.Fatalf("after the seller's second bid: %s", g.raw)
 			}
 		})
@@ -354,7 +354,7 @@ func TestIdempotencyKeyOfAnotherUser(t *testing.T) {
 			if again := s.bid(42, id, key, map[string]any{"amount": 1100}); again.status != 200 || again.raw != first.raw {
 				t.Fatalf("replay by the key's owner: %d %s, want 200 %s", again.status, again.raw, first.raw)
 			}
-			if g := s.do("GET", fmt.Sprintf("/auctions/%d", id), nil); g.body["leaderId"] != float64(42) || g.body["bidCount"] != float64(1) {
+			if g := s.do("GET", fmt.Sprintf("/auctions/%d", id), nil, as(t, 42, auth.ScopeBid)...); g.body["leaderId"] != float64(42) || g.body["bidCount"] != float64(1) {
 				t.Fatalf("after the other user's reuse: %s", g.raw)
 			}
 			// A key whose first use was refused holds nothing.

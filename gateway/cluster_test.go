@@ -222,7 +222,7 @@ func TestBidsAreServedByTheOwner(t *testing.T) {
 			servedBy[owner.ID]++
 		}
 		// The last bid, whatever node it entered, leads under its subject.
-		if g := n1.do("GET", fmt.Sprintf("/auctions/%d", id), nil); g.body["leaderId"] != float64(1000*(i+1)+2) {
+		if g := n1.do("GET", fmt.Sprintf("/auctions/%d", id), nil, as(t, testSeller, auth.ScopeSell)...); g.body["leaderId"] != float64(1000*(i+1)+2) {
 			t.Fatalf("auction %d: leader %v, want %d: %s", id, g.body["leaderId"], 1000*(i+1)+2, g.raw)
 		}
 		o := n2.admin().do("GET", fmt.Sprintf("/cluster/owner/%d", id), nil, operator...)

@@ -32,8 +32,11 @@ func TestHotAuctionOverHTTP(t *testing.T) {
 		t.Fatalf("too low: %s", low.raw)
 	}
 	g := s.do("GET", fmt.Sprintf("/auctions/%d", id), nil)
-	if g.body["hot"] != true || g.body["currentPrice"] != "1500.50" || g.body["leaderId"] != float64(42) || g.body["bidCount"] != float64(1) {
+	if _, named := g.body["leaderId"]; g.body["hot"] != true || g.body["currentPrice"] != "1500.50" || g.body["leader"] != "Bidder 1" || named || g.body["bidCount"] != float64(1) {
 		t.Fatalf("GET of a hot auction: %s", g.raw)
+	}
+	if g := s.do("GET", fmt.Sprintf("/auctions/%d", id), nil, as(t, 42, auth.ScopeBid)...); g.body["leaderId"] != float64(42) {
+		t.Fatalf("GET of a hot auction by its leader: %s", g.raw)
 	}
 }
 

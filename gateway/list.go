@@ -229,7 +229,7 @@ func decodePosition(sort bidgate.ListSort, b []byte) (bidgate.ListKey, bool) {
 }
 
 var errInvalidCursor = bidgate.InvalidInput("invalid_cursor",
-	"cursor was not issued by this service for this list (same sort and filters), or was altered; start again without it")
+	"cursor was not issued by this service for this list (the same sort and filters, or the same auction or user), or was altered; start again without it")
 
 // listPage is the answer of a list route.
 type listPage struct {
@@ -285,8 +285,14 @@ func (s *Server) answerList(ctx *fasthttp.RequestCtx, route listRoute, r listReq
 		next := s.cursors.Seal(scope, encodePosition(r.query.Sort, *p.Next))
 		page.NextCursor = &next
 	}
+	// The public list names no leader by id (leader privacy); a seller's
+	// own list is the seller's view.
+	view := publicAuctionResponse
+	if route.name == myList.name {
+		view = newAuctionResponse
+	}
 	for _, a := range p.Items {
-		page.Items = append(page.Items, newAuctionResponse(a))
+		page.Items = append(page.Items, view(a))
 	}
 	writeJSON(ctx, fasthttp.StatusOK, page)
 }

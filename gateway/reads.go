@@ -26,9 +26,11 @@ func (d direct) Read(ctx context.Context, id, _ int64) (bidgate.Auction, error) 
 
 // finalCacheControl lets a CDN keep a closed or cancelled auction, which
 // never changes again, for a day; an open one is revalidated every time.
+// An insider's view (the leader's id) is private: no shared cache keeps it.
 const (
-	finalCacheControl = "public, max-age=86400, immutable"
-	openCacheControl  = "no-cache"
+	finalCacheControl   = "public, max-age=86400, immutable"
+	openCacheControl    = "no-cache"
+	privateCacheControl = "private, no-cache"
 )
 
 // etag is the auction's version: every field of the answer that can change
@@ -106,11 +108,19 @@ func noneMatch(header []byte, tag string) bool {
 }
 
 // writeAuction answers a read with its caching headers: 304 with no body
-// when the client holds this version, else the auction.
-func (s *Server) writeAuction(ctx *fasthttp.RequestCtx, a bidgate.Auction) {
+// when the client holds this version, else the auction, in the insider's
+// view (the leader's id) or the public one. The views' ETags differ, so a
+// client that changes views never gets a 304 for the other's answer.
+func (s *Server) writeAuction(ctx *fasthttp.RequestCtx, a bidgate.Auction, insider bool) {
 	tag := etag(a)
+	if insider {
+		tag = tag[:len(tag)-1] + `-p"`
+	}
 	ctx.Response.Header.Set(fasthttp.HeaderETag, tag)
-	if a.Status.Final() {
+	ctx.Response.Header.Set(fasthttp.HeaderVary, "Authorization")
+	if insider {
+		ctx.Response.Header.Set(fasthttp.HeaderCacheControl, privateCacheControl)
+	} else if a.Status.Final() {
 		ctx.Response.Header.Set(fasthttp.HeaderCacheControl, finalCacheControl)
 	} else {
 		ctx.Response.Header.Set(fasthttp.HeaderCacheControl, openCacheControl)
@@ -122,5 +132,5 @@ func (s *Server) writeAuction(ctx *fasthttp.RequestCtx, a bidgate.Auction) {
 	}
 	ctx.SetContentType("application/json")
 	ctx.SetStatusCode(fasthttp.StatusOK)
-	ctx.SetBody(s.rendered.body(a, tag))
+	ctx.SetBody(s.rendered.body(a, tag, insider))
 }

@@ -42,7 +42,7 @@ func TestRenderedAnswers(t *testing.T) {
 		{"the first again", auction(5, 1, "150"), "150.00", false},
 	} {
 		prev := r.slots[5].Load()
-		b := r.body(step.a, etag(step.a))
+		b := r.body(step.a, etag(step.a), false)
 		if got := price(b); got != step.wantPrice {
 			t.Fatalf("%s: price %s, want %s", step.name, got, step.wantPrice)
 		}

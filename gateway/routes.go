@@ -23,12 +23,14 @@ func (s *Server) publicRoutes() *router.Router {
 	r := s.newRouter()
 	if !s.cfg.OpsOnly {
 		r.POST("/auctions", s.counted("create_auction", s.authorized(auth.ScopeSell, s.createAuction)))
-		r.GET("/auctions/{id}", s.counted("get_auction", s.getAuction))
+		r.GET("/auctions/{id}", s.counted("get_auction", s.viewer(s.getAuction)))
 		if s.lister != nil {
 			r.GET("/auctions", s.counted("list_auctions", s.listAuctions))
 			r.GET("/me/auctions", s.counted("my_auctions", s.authorized(auth.ScopeSell, s.myAuctions)))
 		}
 		r.POST("/auctions/{id}/bids", s.counted("place_bid", s.authorized(auth.ScopeBid, s.placeClientBid)))
+		r.GET("/auctions/{id}/bids", s.counted("auction_bids", s.viewer(s.auctionBids)))
+		r.GET("/me/bids", s.counted("my_bids", s.authorized(auth.ScopeBid, s.myBids)))
 		r.POST("/auctions/{id}/promote", s.counted("promote", s.authorized(auth.ScopeOperator, s.promote)))
 		r.POST("/auctions/{id}/cancel", s.counted("cancel_auction", s.authorized(auth.ScopeSell, s.cancelAuction)))
 		r.POST("/auctions/{id}/buy-now", s.counted("buy_now", s.authorized(auth.ScopeBid, s.buyNow)))

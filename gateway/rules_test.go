@@ -110,9 +110,12 @@ func TestProxyWorkedExample(t *testing.T) {
 				wantBid(t, s.bid(z, id, uuid.NewString(), proxy("2000")), 201, true, want)
 
 				g := s.do("GET", fmt.Sprintf("/auctions/%d", id), nil)
-				if g.body["currentPrice"] != want || g.body["leaderId"] != float64(z) || g.shows("2000") ||
+				if _, named := g.body["leaderId"]; g.body["currentPrice"] != want || g.body["leader"] != "Bidder 3" || named || g.shows("2000") ||
 					strings.Contains(g.raw, "max") {
 					t.Fatalf("GET %s", g.raw)
+				}
+				if g := s.do("GET", fmt.Sprintf("/auctions/%d", id), nil, as(t, testSeller, auth.ScopeSell)...); g.body["leaderId"] != float64(z) || g.shows("2000") {
+					t.Fatalf("GET by the seller %s", g.raw)
 				}
 				if reserve != "" && g.body["reserveMet"] != true {
 					t.Fatalf("GET %s: the reserve is met", g.raw)
@@ -202,8 +205,8 @@ func TestBuyNow(t *testing.T) {
 			if r.status != 201 || r.body["kind"] != "buy_now" || r.body["amount"] != "1500.00" || r.body["seq"] != float64(1) {
 				t.Fatalf("buy-now: %d %s", r.status, r.raw)
 			}
-			g := s.do("GET", fmt.Sprintf("/auctions/%d", id), nil)
-			if g.body["status"] != "CLOSED" || g.body["leaderId"] != float64(buyer) || g.body["currentPrice"] != "1500.00" ||
+			g := s.do("GET", fmt.Sprintf("/auctions/%d", id), nil, as(t, buyer, auth.ScopeBid)...)
+			if g.body["status"] != "CLOSED" || g.body["leaderId"] != float64(buyer) || g.body["leader"] != "Bidder 1" || g.body["currentPrice"] != "1500.00" ||
 				g.body["reserveMet"] != true {
 				t.Fatalf("GET right after: %s", g.raw)
 			}

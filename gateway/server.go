@@ -36,7 +36,8 @@ type Server struct {
 	rendered     rendered // encoded GET answers, by ETag
 	reads        Reader
 	lister       Lister         // nil: no list routes
-	cursors      *cursor.Sealer // of the lists' page cursors
+	cursors      *cursor.Sealer // of every list's page cursors
+	history      History        // nil: the history routes answer 404
 	ready        func(context.Context) error
 	log          *slog.Logger
 	metrics      *metrics
@@ -64,6 +65,7 @@ func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *
 	}
 	s.lister, _ = auctions.(Lister)
 	s.cursors = cursor.New(cfg.ClusterSecret, cfg.ClusterSecretPrevious)
+	s.history, _ = auctions.(History)
 	if cfg.Cluster != nil {
 		s.forwarder = newForwarder(cfg.Cluster, s.signer, cfg.ForwardTimeout, reg)
 	}

@@ -60,7 +60,7 @@ func (s *Service) buyNowCold(ctx context.Context, r bidgate.BidRequest) (bidgate
 	bid := closed.BuyNowBid(r.RequestID)
 	s.log.Info("auction bought now", "auction", r.AuctionID)
 	s.cache.update(r.AuctionID, 0, bid.Amount, decimal.Zero, true)
-	s.cold.pub.publish(ctx, bidgate.Auction{ID: r.AuctionID, CurrentPrice: bid.Amount, LeaderID: bid.BidderID,
+	s.cold.pub.publish(ctx, bidgate.Auction{ID: r.AuctionID, CurrentPrice: bid.Amount, LeaderID: bid.BidderID, LeaderAlias: 1,
 		EndTime: bid.EndTime, Status: bidgate.StatusClosed, BidCount: 1}, bid.AcceptedAt)
 	return bidgate.BidResult{Bid: bid, Leading: true, CurrentPrice: bid.Amount}, nil
 }

@@ -51,7 +51,7 @@ func (c *cold) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidR
 			count++
 		}
 		c.cache.update(r.AuctionID, v.Seller, res.CurrentPrice, v.Inc, false)
-		c.pub.publish(ctx, bidgate.Auction{ID: r.AuctionID, CurrentPrice: res.CurrentPrice, LeaderID: leader,
+		c.pub.publish(ctx, bidgate.Auction{ID: r.AuctionID, CurrentPrice: res.CurrentPrice, LeaderID: leader.ID, LeaderAlias: leader.Alias,
 			EndTime: bid.EndTime, Status: bidgate.StatusOpen, BidCount: count}, bid.AcceptedAt)
 		return res, nil
 	}
@@ -71,15 +71,15 @@ func (c *cold) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidR
 
 // place runs the statement on a connection of its own, with the limit that
 // is left once it has one (waiting for a free connection takes time too).
-func (c *cold) place(ctx context.Context, r bidgate.BidRequest) (res bidgate.BidResult, leader int64, placed bool, err error) {
+func (c *cold) place(ctx context.Context, r bidgate.BidRequest) (res bidgate.BidResult, leader pgstore.Leader, placed bool, err error) {
 	conn, err := c.db.Acquire(ctx)
 	if err != nil {
-		return res, 0, false, timedOut(fmt.Errorf("cold bid on auction %d: %w", r.AuctionID, err), true)
+		return res, leader, false, timedOut(fmt.Errorf("cold bid on auction %d: %w", r.AuctionID, err), true)
 	}
 	defer conn.Release()
 	limit, err := c.statementLimit(ctx)
 	if err != nil {
-		return res, 0, false, err
+		return res, leader, false, err
 	}
 	return (&pgstore.Store{DB: conn}).PlaceColdBid(ctx, r, limit)
 }

@@ -319,13 +319,14 @@ func TestEndToEnd(t *testing.T) {
 	case <-timer.C:
 		t.Fatal("auction not CLOSED 30s after its end: its viewer was not told")
 	}
-	read, err := c.GetAuctionWithResponse(ctx, id, nil)
+	// The seller sees the winner's id, as the viewers do.
+	read, err := c.GetAuctionWithResponse(ctx, id, nil, editor(bearer(t, signer, 1, auth.ScopeSell)))
 	if err != nil || read.JSON200 == nil {
 		t.Fatalf("get: %v %s", err, read.Body)
 	}
 	got := read.JSON200
-	if got.Status != apiclient.CLOSED || got.CurrentPrice != seen["currentPrice"] || got.LeaderId == nil ||
-		float64(*got.LeaderId) != seen["leaderId"] {
+	if got.Status != apiclient.CLOSED || got.CurrentPrice != seen["currentPrice"] || got.LeaderId == nil || got.Leader == nil ||
+		*got.Leader != seen["leader"] {
 		t.Fatalf("auction %s after its viewer was told %v", read.Body, seen)
 	}
 	if got.CurrentPrice != bidgate.FormatMoney(bidgate.FromCents(int64(highest*100))) {
@@ -538,7 +539,7 @@ func TestWebSocketThroughTheBinary(t *testing.T) {
 		append([]string{"Idempotency-Key", uuid.NewString()}, bearer(t, key, 5, auth.ScopeBid)...)...); status != 201 || body["bidderId"] != float64(5) {
 		t.Fatalf("bid: %d %v", status, body)
 	}
-	if msg, err = readFrame(conn); err != nil || msg["type"] != "update" || msg["currentPrice"] != "150.00" || msg["leaderId"] != float64(5) {
+	if msg, err = readFrame(conn); err != nil || msg["type"] != "update" || msg["currentPrice"] != "150.00" || msg["leader"] != "Bidder 1" {
 		t.Fatalf("second message %v (%v), want the update", msg, err)
 	}
 }

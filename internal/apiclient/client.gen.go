@@ -41,19 +41,43 @@ func (e AuctionStatus) Valid() bool {
 
 // Defines values for BidKind.
 const (
-	BuyNow   BidKind = "buy_now"
-	Proxy    BidKind = "proxy"
-	Straight BidKind = "straight"
+	BidKindBuyNow   BidKind = "buy_now"
+	BidKindProxy    BidKind = "proxy"
+	BidKindStraight BidKind = "straight"
 )
 
 // Valid indicates whether the value is a known member of the BidKind enum.
 func (e BidKind) Valid() bool {
 	switch e {
-	case BuyNow:
+	case BidKindBuyNow:
 		return true
-	case Proxy:
+	case BidKindProxy:
 		return true
-	case Straight:
+	case BidKindStraight:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BidHistoryEntryKind.
+const (
+	BidHistoryEntryKindAutomatic BidHistoryEntryKind = "automatic"
+	BidHistoryEntryKindBuyNow    BidHistoryEntryKind = "buy_now"
+	BidHistoryEntryKindProxy     BidHistoryEntryKind = "proxy"
+	BidHistoryEntryKindStraight  BidHistoryEntryKind = "straight"
+)
+
+// Valid indicates whether the value is a known member of the BidHistoryEntryKind enum.
+func (e BidHistoryEntryKind) Valid() bool {
+	switch e {
+	case BidHistoryEntryKindAutomatic:
+		return true
+	case BidHistoryEntryKindBuyNow:
+		return true
+	case BidHistoryEntryKindProxy:
+		return true
+	case BidHistoryEntryKindStraight:
 		return true
 	default:
 		return false
@@ -69,6 +93,33 @@ const (
 func (e HealthStatus) Valid() bool {
 	switch e {
 	case Ok:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for MyBidState.
+const (
+	Cancelled MyBidState = "cancelled"
+	Leading   MyBidState = "leading"
+	Lost      MyBidState = "lost"
+	Outbid    MyBidState = "outbid"
+	Won       MyBidState = "won"
+)
+
+// Valid indicates whether the value is a known member of the MyBidState enum.
+func (e MyBidState) Valid() bool {
+	switch e {
+	case Cancelled:
+		return true
+	case Leading:
+		return true
+	case Lost:
+		return true
+	case Outbid:
+		return true
+	case Won:
 		return true
 	default:
 		return false
@@ -194,8 +245,11 @@ type Auction struct {
 	// Id A positive 64-bit id.
 	Id Id `json:"id"`
 
-	// LeaderId The leading bidder, null while nobody leads.
-	LeaderId *int64 `json:"leaderId"`
+	// Leader The leader's alias in the auction's bid history (`Bidder 3`: the third bidder by first accepted bid), in every answer; null while nobody leads.
+	Leader *string `json:"leader"`
+
+	// LeaderId The leading bidder's id, null while nobody leads: only in the answers to the auction's seller, to operators and to the leader themself (and in the answers of create, cancel and promote). Absent from everyone else's.
+	LeaderId *int64 `json:"leaderId,omitempty"`
 
 	// MaxEndTime Only when set.
 	//
@@ -283,6 +337,50 @@ type Bid struct {
 
 // BidKind defines model for Bid.Kind.
 type BidKind string
+
+// BidHistoryEntry defines model for BidHistoryEntry.
+type BidHistoryEntry struct {
+	// Amount An amount as every answer writes it: a decimal string with exactly two decimals and no leading zero, at most NUMERIC(14,2).
+	//
+	// Examples: 1250.00
+	Amount Money `json:"amount"`
+
+	// At When the row was accepted (the deciding store's clock).
+	//
+	// Examples: 2030-01-02T15:04:05.123456Z
+	At Timestamp `json:"at"`
+
+	// Bidder The bidder's alias: their rank by first accepted row in this auction.
+	Bidder string `json:"bidder"`
+
+	// BidderId Only to the seller, operators, and the bidder on their own rows.
+	BidderId *Id `json:"bidderId,omitempty"`
+
+	// Kind `automatic`: the row a leader's proxy bid made in answer to a challenger.
+	Kind BidHistoryEntryKind `json:"kind"`
+
+	// MaxAmount The caller's own maximum, on their own proxy rows only.
+	//
+	// Examples: 1250.00
+	MaxAmount *Money `json:"maxAmount,omitempty"`
+
+	// Seq The row's number in the auction's history.
+	Seq int64 `json:"seq"`
+
+	// You Present on the caller's own rows.
+	You interface{} `json:"you,omitempty"`
+}
+
+// BidHistoryEntryKind `automatic`: the row a leader's proxy bid made in answer to a challenger.
+type BidHistoryEntryKind string
+
+// BidHistoryPage defines model for BidHistoryPage.
+type BidHistoryPage struct {
+	Items []BidHistoryEntry `json:"items"`
+
+	// NextCursor The cursor of the next (older) page; null on the last.
+	NextCursor *string `json:"nextCursor"`
+}
 
 // BidRequest Exactly one of amount and maxAmount; both or neither is 400 `invalid_amount`.
 type BidRequest struct {
@@ -396,6 +494,58 @@ type MoneyInput0 = string
 // MoneyInput1 defines model for MoneyInput.1.
 type MoneyInput1 = float32
 
+// MyBid defines model for MyBid.
+type MyBid struct {
+	Auction struct {
+		BidCount int64 `json:"bidCount"`
+
+		// CurrentPrice An amount as every answer writes it: a decimal string with exactly two decimals and no leading zero, at most NUMERIC(14,2).
+		//
+		// Examples: 1250.00
+		CurrentPrice Money `json:"currentPrice"`
+
+		// EndTime An RFC 3339 time; answers write it in UTC with the fraction of a second it has.
+		//
+		// Examples: 2030-01-02T15:04:05.123456Z
+		EndTime Timestamp `json:"endTime"`
+		Hot     bool      `json:"hot"`
+
+		// Id A positive 64-bit id.
+		Id Id `json:"id"`
+
+		// MinimumBid An amount as every answer writes it: a decimal string with exactly two decimals and no leading zero, at most NUMERIC(14,2).
+		//
+		// Examples: 1250.00
+		MinimumBid Money `json:"minimumBid"`
+
+		// Status OPEN until the end; CLOSED once ended or bought now; CANCELLED by its seller before any bid. Bids are refused at or after the end even while the status still says OPEN.
+		Status AuctionStatus `json:"status"`
+		Title  string        `json:"title"`
+	} `json:"auction"`
+
+	// HighestBid The caller's highest accepted row in the auction.
+	//
+	// Examples: 1250.00
+	HighestBid Money `json:"highestBid"`
+
+	// MaxAmount The caller's highest proxy maximum there, if they placed a proxy bid.
+	//
+	// Examples: 1250.00
+	MaxAmount *Money     `json:"maxAmount,omitempty"`
+	State     MyBidState `json:"state"`
+}
+
+// MyBidState defines model for MyBidState.
+type MyBidState string
+
+// MyBidsPage defines model for MyBidsPage.
+type MyBidsPage struct {
+	Items []MyBid `json:"items"`
+
+	// NextCursor The cursor of the next page; null on the last.
+	NextCursor *string `json:"nextCursor"`
+}
+
 // OpenAPIDocument An OpenAPI 3.1 document.
 type OpenAPIDocument struct {
 	Info    map[string]interface{} `json:"info"`
@@ -444,6 +594,9 @@ type Timestamp = time.Time
 // AuctionId A positive 64-bit id.
 type AuctionId = Id
 
+// Cursor defines model for Cursor.
+type Cursor = string
+
 // EndingAfter An RFC 3339 time; answers write it in UTC with the fraction of a second it has.
 //
 // Examples: 2030-01-02T15:04:05.123456Z
@@ -459,6 +612,9 @@ type IdempotencyKey = openapi_types.UUID
 
 // IfNoneMatch defines model for IfNoneMatch.
 type IfNoneMatch = string
+
+// Limit defines model for Limit.
+type Limit = int
 
 // ListCursor defines model for ListCursor.
 type ListCursor = string
@@ -881,6 +1037,15 @@ type GetAuctionParams struct {
 	IfNoneMatch *IfNoneMatch `json:"If-None-Match,omitempty"`
 }
 
+// AuctionBidsParams defines parameters for AuctionBids.
+type AuctionBidsParams struct {
+	// Limit Items per page, 1 to 100 (default 20), in canonical decimal form; anything else is 400 `invalid_query`.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The previous page's `nextCursor`, as it was: it continues that listing (same auction, user and filter) after its last item, whatever was added since. Cursors are signed; one that was altered or issued for another listing is 400 `invalid_cursor`. They hold across nodes that share the cluster secret (on a node without one, only on that node until it restarts).
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // PlaceBidParams defines parameters for PlaceBid.
 type PlaceBidParams struct {
 	// IdempotencyKey A UUID in its canonical 36-character form (any case, not the nil UUID) that the client makes for each bid and sends again on every retry of it. Its scope is the auction. Missing: 400 `missing_idempotency_key`; not a UUID: 400 `invalid_idempotency_key`.
@@ -925,6 +1090,21 @@ type MyAuctionsParams struct {
 
 // MyAuctionsParamsSort defines parameters for MyAuctions.
 type MyAuctionsParamsSort string
+
+// MyBidsParams defines parameters for MyBids.
+type MyBidsParams struct {
+	// Limit Items per page, 1 to 100 (default 20), in canonical decimal form; anything else is 400 `invalid_query`.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The previous page's `nextCursor`, as it was: it continues that listing (same auction, user and filter) after its last item, whatever was added since. Cursors are signed; one that was altered or issued for another listing is 400 `invalid_cursor`. They hold across nodes that share the cluster secret (on a node without one, only on that node until it restarts).
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// State Only the auctions where the caller stands so.
+	State *MyBidState `form:"state,omitempty" json:"state,omitempty"`
+
+	// UserId With `--auth=off` only (development), whose bids to read; refused (`invalid_query`) when a token names the user.
+	UserId *Id `form:"userId,omitempty" json:"userId,omitempty"`
+}
 
 // GetOpenAPIParams defines parameters for GetOpenAPI.
 type GetOpenAPIParams struct {
@@ -1250,10 +1430,17 @@ type ClientInterface interface {
 
 	// GetAuction Read an auction
 	//
-	// Public. Each node answers from its read cache, kept current by the auction's published state updates: an open auction's answer comes from a store read at most `--read-cache-max-age` (1 s by default) old, patched by every update since; a closed or cancelled one never changes. A client that needs its own bid reflected sends the bid's `seq` as `minSeq`. Answers carry a strong `ETag` (the auction's version) and `Cache-Control`: `no-cache` while open (revalidate with `If-None-Match`), `public, max-age=86400, immutable` once closed or cancelled.
+	// Public: anyone sees the leader by alias (`leader`); with a valid token, the auction's seller, operators and the leader themself also get `leaderId` (a token that does not verify is ignored: the public answer). Each node answers from its read cache, kept current by the auction's published state updates: an open auction's answer comes from a store read at most `--read-cache-max-age` (1 s by default) old, patched by every update since; a closed or cancelled one never changes. A client that needs its own bid reflected sends the bid's `seq` as `minSeq`. Answers carry a strong `ETag` (the auction's version) and `Cache-Control`: `no-cache` while open (revalidate with `If-None-Match`), `public, max-age=86400, immutable` once closed or cancelled.
 	//
 	// Corresponds with GET /auctions/{id} (the `GetAuction` operationId).
 	GetAuction(ctx context.Context, id AuctionId, params *GetAuctionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AuctionBids Read an auction's bid history
+	//
+	// Public, newest row first, paged by `limit` and `cursor`. Bidders are named by alias, `Bidder 1`, `Bidder 2`, ... in the order of their first accepted row in this auction; an alias never changes. Without a token (or with `--auth=off`) that is all anyone sees. With a valid token: the auction's seller and holders of the `operator` scope also get each row's `bidderId`; a bidder's own rows carry `you: true`, their `bidderId` and, on their proxy rows, their `maxAmount`. No one else's maximum is ever shown. A token that does not verify is ignored: the caller gets the public answer. Read from PostgreSQL (the read replica when one serves): a hot auction's rows reach it through the bid pipeline, so its newest rows can show up a moment after their 201; rows only ever appear in `seq` order, never with a gap.
+	//
+	// Corresponds with GET /auctions/{id}/bids (the `AuctionBids` operationId).
+	AuctionBids(ctx context.Context, id AuctionId, params *AuctionBidsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PlaceBidWithBody Bid (straight or proxy)
 	//
@@ -1327,6 +1514,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /me/auctions (the `MyAuctions` operationId).
 	MyAuctions(ctx context.Context, params *MyAuctionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// MyBids Read the auctions I bid on
+	//
+	// The caller's auctions, one item per auction they have an accepted row in, newest auction first, paged by `limit` and `cursor`: what the auction is now, the caller's highest row and highest proxy maximum there, and `state`: `leading` or `outbid` while it is open, `won` or `lost` once closed (a leader below the reserve loses), `cancelled`. An open hot auction's state comes from its live state; the rest from PostgreSQL (the read replica when one serves). Filtered by `state`, a page may hold fewer items than `limit` and still have a `nextCursor`. The items never name the leader or anyone else's maximum.
+	//
+	// Corresponds with GET /me/bids (the `MyBids` operationId).
+	MyBids(ctx context.Context, params *MyBidsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetOpenAPI This document
 	//
@@ -1407,11 +1601,28 @@ func (c *Client) CreateAuction(ctx context.Context, body CreateAuctionJSONReques
 
 // GetAuction Read an auction
 //
-// Public. Each node answers from its read cache, kept current by the auction's published state updates: an open auction's answer comes from a store read at most `--read-cache-max-age` (1 s by default) old, patched by every update since; a closed or cancelled one never changes. A client that needs its own bid reflected sends the bid's `seq` as `minSeq`. Answers carry a strong `ETag` (the auction's version) and `Cache-Control`: `no-cache` while open (revalidate with `If-None-Match`), `public, max-age=86400, immutable` once closed or cancelled.
+// Public: anyone sees the leader by alias (`leader`); with a valid token, the auction's seller, operators and the leader themself also get `leaderId` (a token that does not verify is ignored: the public answer). Each node answers from its read cache, kept current by the auction's published state updates: an open auction's answer comes from a store read at most `--read-cache-max-age` (1 s by default) old, patched by every update since; a closed or cancelled one never changes. A client that needs its own bid reflected sends the bid's `seq` as `minSeq`. Answers carry a strong `ETag` (the auction's version) and `Cache-Control`: `no-cache` while open (revalidate with `If-None-Match`), `public, max-age=86400, immutable` once closed or cancelled.
 //
 // Corresponds with GET /auctions/{id} (the `GetAuction` operationId).
 func (c *Client) GetAuction(ctx context.Context, id AuctionId, params *GetAuctionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetAuctionRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AuctionBids Read an auction's bid history
+//
+// Public, newest row first, paged by `limit` and `cursor`. Bidders are named by alias, `Bidder 1`, `Bidder 2`, ... in the order of their first accepted row in this auction; an alias never changes. Without a token (or with `--auth=off`) that is all anyone sees. With a valid token: the auction's seller and holders of the `operator` scope also get each row's `bidderId`; a bidder's own rows carry `you: true`, their `bidderId` and, on their proxy rows, their `maxAmount`. No one else's maximum is ever shown. A token that does not verify is ignored: the caller gets the public answer. Read from PostgreSQL (the read replica when one serves): a hot auction's rows reach it through the bid pipeline, so its newest rows can show up a moment after their 201; rows only ever appear in `seq` order, never with a gap.
+//
+// Corresponds with GET /auctions/{id}/bids (the `AuctionBids` operationId).
+func (c *Client) AuctionBids(ctx context.Context, id AuctionId, params *AuctionBidsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAuctionBidsRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1575,6 +1786,23 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // Corresponds with GET /me/auctions (the `MyAuctions` operationId).
 func (c *Client) MyAuctions(ctx context.Context, params *MyAuctionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewMyAuctionsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// MyBids Read the auctions I bid on
+//
+// The caller's auctions, one item per auction they have an accepted row in, newest auction first, paged by `limit` and `cursor`: what the auction is now, the caller's highest row and highest proxy maximum there, and `state`: `leading` or `outbid` while it is open, `won` or `lost` once closed (a leader below the reserve loses), `cancelled`. An open hot auction's state comes from its live state; the rest from PostgreSQL (the read replica when one serves). Filtered by `state`, a page may hold fewer items than `limit` and still have a `nextCursor`. The items never name the leader or anyone else's maximum.
+//
+// Corresponds with GET /me/bids (the `MyBids` operationId).
+func (c *Client) MyBids(ctx context.Context, params *MyBidsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMyBidsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1897,6 +2125,79 @@ func NewGetAuctionRequest(server string, id AuctionId, params *GetAuctionParams)
 			req.Header.Set("If-None-Match", headerParam0)
 		}
 
+	}
+
+	return req, nil
+}
+
+// NewAuctionBidsRequest constructs an http.Request for the AuctionBids method
+func NewAuctionBidsRequest(server string, id AuctionId, params *AuctionBidsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/auctions/%s/bids", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
 	}
 
 	return req, nil
@@ -2280,6 +2581,96 @@ func NewMyAuctionsRequest(server string, params *MyAuctionsParams) (*http.Reques
 	return req, nil
 }
 
+// NewMyBidsRequest constructs an http.Request for the MyBids method
+func NewMyBidsRequest(server string, params *MyBidsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/me/bids")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.State != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UserId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "userId", *params.UserId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetOpenAPIRequest constructs an http.Request for the GetOpenAPI method
 func NewGetOpenAPIRequest(server string, params *GetOpenAPIParams) (*http.Request, error) {
 	var err error
@@ -2498,12 +2889,21 @@ type ClientWithResponsesInterface interface {
 
 	// GetAuctionWithResponse Read an auction
 	//
-	// Public. Each node answers from its read cache, kept current by the auction's published state updates: an open auction's answer comes from a store read at most `--read-cache-max-age` (1 s by default) old, patched by every update since; a closed or cancelled one never changes. A client that needs its own bid reflected sends the bid's `seq` as `minSeq`. Answers carry a strong `ETag` (the auction's version) and `Cache-Control`: `no-cache` while open (revalidate with `If-None-Match`), `public, max-age=86400, immutable` once closed or cancelled.
+	// Public: anyone sees the leader by alias (`leader`); with a valid token, the auction's seller, operators and the leader themself also get `leaderId` (a token that does not verify is ignored: the public answer). Each node answers from its read cache, kept current by the auction's published state updates: an open auction's answer comes from a store read at most `--read-cache-max-age` (1 s by default) old, patched by every update since; a closed or cancelled one never changes. A client that needs its own bid reflected sends the bid's `seq` as `minSeq`. Answers carry a strong `ETag` (the auction's version) and `Cache-Control`: `no-cache` while open (revalidate with `If-None-Match`), `public, max-age=86400, immutable` once closed or cancelled.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /auctions/{id} (the `GetAuction` operationId).
 	GetAuctionWithResponse(ctx context.Context, id AuctionId, params *GetAuctionParams, reqEditors ...RequestEditorFn) (*GetAuctionResponse, error)
+
+	// AuctionBidsWithResponse Read an auction's bid history
+	//
+	// Public, newest row first, paged by `limit` and `cursor`. Bidders are named by alias, `Bidder 1`, `Bidder 2`, ... in the order of their first accepted row in this auction; an alias never changes. Without a token (or with `--auth=off`) that is all anyone sees. With a valid token: the auction's seller and holders of the `operator` scope also get each row's `bidderId`; a bidder's own rows carry `you: true`, their `bidderId` and, on their proxy rows, their `maxAmount`. No one else's maximum is ever shown. A token that does not verify is ignored: the caller gets the public answer. Read from PostgreSQL (the read replica when one serves): a hot auction's rows reach it through the bid pipeline, so its newest rows can show up a moment after their 201; rows only ever appear in `seq` order, never with a gap.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /auctions/{id}/bids (the `AuctionBids` operationId).
+	AuctionBidsWithResponse(ctx context.Context, id AuctionId, params *AuctionBidsParams, reqEditors ...RequestEditorFn) (*AuctionBidsResponse, error)
 
 	// PlaceBidWithBodyWithResponse Bid (straight or proxy)
 	//
@@ -2583,6 +2983,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /me/auctions (the `MyAuctions` operationId).
 	MyAuctionsWithResponse(ctx context.Context, params *MyAuctionsParams, reqEditors ...RequestEditorFn) (*MyAuctionsResponse, error)
+
+	// MyBidsWithResponse Read the auctions I bid on
+	//
+	// The caller's auctions, one item per auction they have an accepted row in, newest auction first, paged by `limit` and `cursor`: what the auction is now, the caller's highest row and highest proxy maximum there, and `state`: `leading` or `outbid` while it is open, `won` or `lost` once closed (a leader below the reserve loses), `cancelled`. An open hot auction's state comes from its live state; the rest from PostgreSQL (the read replica when one serves). Filtered by `state`, a page may hold fewer items than `limit` and still have a `nextCursor`. The items never name the leader or anyone else's maximum.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /me/bids (the `MyBids` operationId).
+	MyBidsWithResponse(ctx context.Context, params *MyBidsParams, reqEditors ...RequestEditorFn) (*MyBidsResponse, error)
 
 	// GetOpenAPIWithResponse This document
 	//
@@ -3146,6 +3555,149 @@ func (r GetAuctionResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetAuctionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AuctionBidsResponse503Headers the declared response headers of an HTTP 503 response for AuctionBids
+type AuctionBidsResponse503Headers struct {
+	RetryAfter int
+}
+
+type AuctionBidsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BidHistoryPage
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *struct {
+		Code interface{} `json:"code"`
+
+		// CurrentPrice With `bid_too_low` only.
+		//
+		// Examples: 1250.00
+		CurrentPrice *Money  `json:"currentPrice,omitempty"`
+		Detail       *string `json:"detail,omitempty"`
+
+		// MinimumBid With `bid_too_low` only: the least a bid must be.
+		//
+		// Examples: 1250.00
+		MinimumBid *Money `json:"minimumBid,omitempty"`
+
+		// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+		RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+		Status            interface{} `json:"status"`
+
+		// Title The status's reason phrase.
+		Title string `json:"title"`
+
+		// Type urn:bidgate:problem: followed by the code.
+		Type string `json:"type"`
+	}
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *AuctionNotFound
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *BodyTooLarge
+	// ApplicationproblemJSON431 the response for an HTTP 431 `application/problem+json` response
+	ApplicationproblemJSON431 *HeaderTooLarge
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *StoreUnavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AuctionBidsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AuctionBidsResponse) GetJSON200() *BidHistoryPage {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r AuctionBidsResponse) GetApplicationproblemJSON400() *struct {
+	Code interface{} `json:"code"`
+
+	// CurrentPrice With `bid_too_low` only.
+	//
+	// Examples: 1250.00
+	CurrentPrice *Money  `json:"currentPrice,omitempty"`
+	Detail       *string `json:"detail,omitempty"`
+
+	// MinimumBid With `bid_too_low` only: the least a bid must be.
+	//
+	// Examples: 1250.00
+	MinimumBid *Money `json:"minimumBid,omitempty"`
+
+	// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+	RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+	Status            interface{} `json:"status"`
+
+	// Title The status's reason phrase.
+	Title string `json:"title"`
+
+	// Type urn:bidgate:problem: followed by the code.
+	Type string `json:"type"`
+} {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r AuctionBidsResponse) GetApplicationproblemJSON404() *AuctionNotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r AuctionBidsResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r AuctionBidsResponse) GetApplicationproblemJSON413() *BodyTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
+func (r AuctionBidsResponse) GetApplicationproblemJSON431() *HeaderTooLarge {
+	return r.ApplicationproblemJSON431
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r AuctionBidsResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AuctionBidsResponse) GetApplicationproblemJSON503() *StoreUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r AuctionBidsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AuctionBidsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AuctionBidsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AuctionBidsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -4685,6 +5237,184 @@ func (r MyAuctionsResponse) ContentType() string {
 	return ""
 }
 
+// MyBidsResponse401Headers the declared response headers of an HTTP 401 response for MyBids
+type MyBidsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// MyBidsResponse403Headers the declared response headers of an HTTP 403 response for MyBids
+type MyBidsResponse403Headers struct {
+	WWWAuthenticate string
+}
+
+// MyBidsResponse429Headers the declared response headers of an HTTP 429 response for MyBids
+type MyBidsResponse429Headers struct {
+	RetryAfter int
+}
+
+// MyBidsResponse503Headers the declared response headers of an HTTP 503 response for MyBids
+type MyBidsResponse503Headers struct {
+	RetryAfter int
+}
+
+type MyBidsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MyBidsPage
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *struct {
+		Code interface{} `json:"code"`
+
+		// CurrentPrice With `bid_too_low` only.
+		//
+		// Examples: 1250.00
+		CurrentPrice *Money  `json:"currentPrice,omitempty"`
+		Detail       *string `json:"detail,omitempty"`
+
+		// MinimumBid With `bid_too_low` only: the least a bid must be.
+		//
+		// Examples: 1250.00
+		MinimumBid *Money `json:"minimumBid,omitempty"`
+
+		// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+		RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+		Status            interface{} `json:"status"`
+
+		// Title The status's reason phrase.
+		Title string `json:"title"`
+
+		// Type urn:bidgate:problem: followed by the code.
+		Type string `json:"type"`
+	}
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *MissingScope
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *BodyTooLarge
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *AuthenticationRateLimited
+	// ApplicationproblemJSON431 the response for an HTTP 431 `application/problem+json` response
+	ApplicationproblemJSON431 *HeaderTooLarge
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *StoreUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *MyBidsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *MyBidsResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *MyBidsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *MyBidsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r MyBidsResponse) GetJSON200() *MyBidsPage {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r MyBidsResponse) GetApplicationproblemJSON400() *struct {
+	Code interface{} `json:"code"`
+
+	// CurrentPrice With `bid_too_low` only.
+	//
+	// Examples: 1250.00
+	CurrentPrice *Money  `json:"currentPrice,omitempty"`
+	Detail       *string `json:"detail,omitempty"`
+
+	// MinimumBid With `bid_too_low` only: the least a bid must be.
+	//
+	// Examples: 1250.00
+	MinimumBid *Money `json:"minimumBid,omitempty"`
+
+	// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+	RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+	Status            interface{} `json:"status"`
+
+	// Title The status's reason phrase.
+	Title string `json:"title"`
+
+	// Type urn:bidgate:problem: followed by the code.
+	Type string `json:"type"`
+} {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r MyBidsResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r MyBidsResponse) GetApplicationproblemJSON403() *MissingScope {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r MyBidsResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r MyBidsResponse) GetApplicationproblemJSON413() *BodyTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r MyBidsResponse) GetApplicationproblemJSON429() *AuthenticationRateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
+func (r MyBidsResponse) GetApplicationproblemJSON431() *HeaderTooLarge {
+	return r.ApplicationproblemJSON431
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r MyBidsResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r MyBidsResponse) GetApplicationproblemJSON503() *StoreUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r MyBidsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r MyBidsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r MyBidsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r MyBidsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetOpenAPIResponse200Headers the declared response headers of an HTTP 200 response for GetOpenAPI
 type GetOpenAPIResponse200Headers struct {
 	ETag string
@@ -5321,7 +6051,7 @@ func (c *ClientWithResponses) CreateAuctionWithResponse(ctx context.Context, bod
 
 // GetAuctionWithResponse Read an auction
 //
-// Public. Each node answers from its read cache, kept current by the auction's published state updates: an open auction's answer comes from a store read at most `--read-cache-max-age` (1 s by default) old, patched by every update since; a closed or cancelled one never changes. A client that needs its own bid reflected sends the bid's `seq` as `minSeq`. Answers carry a strong `ETag` (the auction's version) and `Cache-Control`: `no-cache` while open (revalidate with `If-None-Match`), `public, max-age=86400, immutable` once closed or cancelled.
+// Public: anyone sees the leader by alias (`leader`); with a valid token, the auction's seller, operators and the leader themself also get `leaderId` (a token that does not verify is ignored: the public answer). Each node answers from its read cache, kept current by the auction's published state updates: an open auction's answer comes from a store read at most `--read-cache-max-age` (1 s by default) old, patched by every update since; a closed or cancelled one never changes. A client that needs its own bid reflected sends the bid's `seq` as `minSeq`. Answers carry a strong `ETag` (the auction's version) and `Cache-Control`: `no-cache` while open (revalidate with `If-None-Match`), `public, max-age=86400, immutable` once closed or cancelled.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5332,6 +6062,21 @@ func (c *ClientWithResponses) GetAuctionWithResponse(ctx context.Context, id Auc
 		return nil, err
 	}
 	return ParseGetAuctionResponse(rsp)
+}
+
+// AuctionBidsWithResponse Read an auction's bid history
+//
+// Public, newest row first, paged by `limit` and `cursor`. Bidders are named by alias, `Bidder 1`, `Bidder 2`, ... in the order of their first accepted row in this auction; an alias never changes. Without a token (or with `--auth=off`) that is all anyone sees. With a valid token: the auction's seller and holders of the `operator` scope also get each row's `bidderId`; a bidder's own rows carry `you: true`, their `bidderId` and, on their proxy rows, their `maxAmount`. No one else's maximum is ever shown. A token that does not verify is ignored: the caller gets the public answer. Read from PostgreSQL (the read replica when one serves): a hot auction's rows reach it through the bid pipeline, so its newest rows can show up a moment after their 201; rows only ever appear in `seq` order, never with a gap.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /auctions/{id}/bids (the `AuctionBids` operationId).
+func (c *ClientWithResponses) AuctionBidsWithResponse(ctx context.Context, id AuctionId, params *AuctionBidsParams, reqEditors ...RequestEditorFn) (*AuctionBidsResponse, error) {
+	rsp, err := c.AuctionBids(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAuctionBidsResponse(rsp)
 }
 
 // PlaceBidWithBodyWithResponse Bid (straight or proxy)
@@ -5465,6 +6210,21 @@ func (c *ClientWithResponses) MyAuctionsWithResponse(ctx context.Context, params
 		return nil, err
 	}
 	return ParseMyAuctionsResponse(rsp)
+}
+
+// MyBidsWithResponse Read the auctions I bid on
+//
+// The caller's auctions, one item per auction they have an accepted row in, newest auction first, paged by `limit` and `cursor`: what the auction is now, the caller's highest row and highest proxy maximum there, and `state`: `leading` or `outbid` while it is open, `won` or `lost` once closed (a leader below the reserve loses), `cancelled`. An open hot auction's state comes from its live state; the rest from PostgreSQL (the read replica when one serves). Filtered by `state`, a page may hold fewer items than `limit` and still have a `nextCursor`. The items never name the leader or anyone else's maximum.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /me/bids (the `MyBids` operationId).
+func (c *ClientWithResponses) MyBidsWithResponse(ctx context.Context, params *MyBidsParams, reqEditors ...RequestEditorFn) (*MyBidsResponse, error) {
+	rsp, err := c.MyBids(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMyBidsResponse(rsp)
 }
 
 // GetOpenAPIWithResponse This document
@@ -5953,6 +6713,117 @@ func ParseGetAuctionResponse(rsp *http.Response) (*GetAuctionResponse, error) {
 		response.Headers304 = &headers
 	case rsp.StatusCode == 503:
 		var headers GetAuctionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAuctionBidsResponse parses an HTTP response from a AuctionBidsWithResponse call
+func ParseAuctionBidsResponse(rsp *http.Response) (*AuctionBidsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AuctionBidsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BidHistoryPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest struct {
+			Code interface{} `json:"code"`
+
+			// CurrentPrice With `bid_too_low` only.
+			//
+			// Examples: 1250.00
+			CurrentPrice *Money  `json:"currentPrice,omitempty"`
+			Detail       *string `json:"detail,omitempty"`
+
+			// MinimumBid With `bid_too_low` only: the least a bid must be.
+			//
+			// Examples: 1250.00
+			MinimumBid *Money `json:"minimumBid,omitempty"`
+
+			// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+			RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+			Status            interface{} `json:"status"`
+
+			// Title The status's reason phrase.
+			Title string `json:"title"`
+
+			// Type urn:bidgate:problem: followed by the code.
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest AuctionNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BodyTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeaderTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON431 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest StoreUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AuctionBidsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
@@ -7209,6 +8080,161 @@ func ParseMyAuctionsResponse(rsp *http.Response) (*MyAuctionsResponse, error) {
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers MyAuctionsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseMyBidsResponse parses an HTTP response from a MyBidsWithResponse call
+func ParseMyBidsResponse(rsp *http.Response) (*MyBidsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &MyBidsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MyBidsPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest struct {
+			Code interface{} `json:"code"`
+
+			// CurrentPrice With `bid_too_low` only.
+			//
+			// Examples: 1250.00
+			CurrentPrice *Money  `json:"currentPrice,omitempty"`
+			Detail       *string `json:"detail,omitempty"`
+
+			// MinimumBid With `bid_too_low` only: the least a bid must be.
+			//
+			// Examples: 1250.00
+			MinimumBid *Money `json:"minimumBid,omitempty"`
+
+			// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+			RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+			Status            interface{} `json:"status"`
+
+			// Title The status's reason phrase.
+			Title string `json:"title"`
+
+			// Type urn:bidgate:problem: followed by the code.
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest MissingScope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BodyTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest AuthenticationRateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeaderTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON431 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest StoreUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers MyBidsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers MyBidsResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers MyBidsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers MyBidsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {

@@ -26,7 +26,7 @@ func TestDocumentsLoad(t *testing.T) {
 }
 
 const auction = `{"id":1,"sellerId":7,"title":"Vintage Leica M3","startPrice":"1000.00","currentPrice":"1000.00",` +
-	`"minIncrement":"10.00","minimumBid":"1010.00","leaderId":null,"status":"OPEN","endTime":"2030-01-02T15:04:05Z",` +
+	`"minIncrement":"10.00","minimumBid":"1010.00","leaderId":null,"leader":null,"status":"OPEN","endTime":"2030-01-02T15:04:05Z",` +
 	`"hot":false,"bidCount":0,"extendWindowSeconds":120,"extendBySeconds":120,"createdAt":"2029-12-31T10:00:00.123456Z"}`
 
 // exchange is one request and its answer, as a test client saw them.

@@ -130,20 +130,22 @@ func TestKafkaUnsigned(t *testing.T) {
 // TestWebSocketFrames: each frame is exactly one of snapshot, update and
 // closed; open and final states go in their own types only.
 func TestWebSocketFrames(t *testing.T) {
-	const snap = `{"type":"snapshot","auctionId":1,"currentPrice":"1250.00","leaderId":42,"endTime":"2026-01-02T04:00:00Z","status":"OPEN","bidCount":1,"seq":1}`
+	const snap = `{"type":"snapshot","auctionId":1,"currentPrice":"1250.00","leader":"Bidder 1","endTime":"2026-01-02T04:00:00Z","status":"OPEN","bidCount":1,"seq":1}`
 	tests := []struct {
 		name   string
 		frame  string
 		wantOK bool
 	}{
 		{"snapshot", snap, true},
-		{"snapshot, nobody bid", strings.Replace(snap, `"leaderId":42`, `"leaderId":null`, 1), true},
+		{"snapshot, nobody bid", strings.Replace(snap, `"leader":"Bidder 1"`, `"leader":null`, 1), true},
+		{"snapshot naming the leader's id", strings.Replace(snap, `"leader":"Bidder 1"`, `"leaderId":42`, 1), false},
+		{"a malformed alias", strings.Replace(snap, `"leader":"Bidder 1"`, `"leader":"42"`, 1), false},
 		{"update with its time", strings.Replace(strings.Replace(snap, `"snapshot"`, `"update"`, 1), `}`, `,"updatedAt":"2026-01-02T03:30:00.123456Z"}`, 1), true},
 		{"closed", strings.Replace(strings.Replace(snap, `"snapshot"`, `"closed"`, 1), `"OPEN"`, `"CLOSED"`, 1), true},
 		{"cancelled", strings.Replace(strings.Replace(snap, `"snapshot"`, `"closed"`, 1), `"OPEN"`, `"CANCELLED"`, 1), true},
 
 		{"undocumented field", strings.Replace(snap, `}`, `,"maxAmount":"2000.00"}`, 1), false},
-		{"missing leaderId", strings.Replace(snap, `"leaderId":42,`, ``, 1), false},
+		{"missing leader", strings.Replace(snap, `"leader":"Bidder 1",`, ``, 1), false},
 		{"unknown type", strings.Replace(snap, `"snapshot"`, `"bid"`, 1), false},
 		{"an update that is closed", strings.Replace(strings.Replace(snap, `"snapshot"`, `"update"`, 1), `"OPEN"`, `"CLOSED"`, 1), false},
 		{"a closed message that is open", strings.Replace(snap, `"snapshot"`, `"closed"`, 1), false},

@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 )
 
@@ -103,4 +104,26 @@ func mac(key, b []byte) []byte {
 func scopeHash(scope string) []byte {
 	h := sha256.Sum256([]byte(scope))
 	return h[:scopeLen]
+}
+
+// SealInts is Seal of a position made of integers (an id, a seq...).
+func (s *Sealer) SealInts(scope string, fields ...int64) string {
+	b := make([]byte, 0, 8*len(fields))
+	for _, f := range fields {
+		b = binary.BigEndian.AppendUint64(b, uint64(f))
+	}
+	return s.Seal(scope, b)
+}
+
+// OpenInts is Open of a position SealInts made of n integers.
+func (s *Sealer) OpenInts(scope, token string, n int) ([]int64, error) {
+	b, err := s.Open(scope, token)
+	if err != nil || len(b) != 8*n {
+		return nil, ErrInvalid
+	}
+	fields := make([]int64, n)
+	for i := range fields {
+		fields[i] = int64(binary.BigEndian.Uint64(b[8*i:]))
+	}
+	return fields, nil
 }

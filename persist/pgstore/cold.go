@@ -23,7 +23,12 @@ var (
 	lookUpSQL string
 	//go:embed sql/limit_statement.sql
 	limitStatementSQL string
+	//go:embed sql/leader_alias.sql
+	leaderAliasSQL string
 )
+
+// Leader is who leads an auction: their id and alias (0, 0: nobody).
+type Leader struct{ ID, Alias int64 }
 
 // ColdView is what PostgreSQL holds of an auction and of an earlier bid
 // with the same request id, read in one snapshot.
@@ -79,7 +84,8 @@ func (s *Store) LookUpBid(ctx context.Context, r bidgate.BidRequest) (ColdView, 
 
 // PlaceColdBid runs the cold path's conditional statement: check, decide
 // and write in one step, by the database clock; leader is who leads after
-// it (the bidder, or the leader whose proxy answered). placed is false when it
+// it (the bidder, or the leader whose proxy answered), with their alias.
+// placed is false when it
 // wrote nothing (the bid lost a race to a higher bid, the end, a promotion
 // or a request with the same key, or the leader's bid changes nothing); a
 // new LookUpBid then explains why.
@@ -89,7 +95,7 @@ func (s *Store) LookUpBid(ctx context.Context, r bidgate.BidRequest) (ColdView, 
 // which then never commits, and the error is an undecided
 // *bidgate.TimeoutError. The limit and the statement go in one round trip,
 // as one implicit transaction; s.DB must be a pool, not a transaction.
-func (s *Store) PlaceColdBid(ctx context.Context, r bidgate.BidRequest, limit time.Duration) (res bidgate.BidResult, leader int64, placed bool, err error) {
+func (s *Store) PlaceColdBid(ctx context.Context, r bidgate.BidRequest, limit time.Duration) (res bidgate.BidResult, leader Leader, placed bool, err error) {
 	b := bidgate.Bid{AuctionID: r.AuctionID, BidderID: r.BidderID, Kind: r.Kind(), RequestID: r.RequestID}
 	if r.Proxy {
 		b.MaxAmount = decimal.NewNullDecimal(r.Amount)
@@ -98,10 +104,14 @@ func (s *Store) PlaceColdBid(ctx context.Context, r bidgate.BidRequest, limit ti
 	batch.Queue(limitStatementSQL, strconv.FormatInt(max(limit.Milliseconds(), 1), 10))
 	batch.Queue(coldBidSQL, r.AuctionID, r.BidderID, r.Amount, r.RequestID, string(r.Kind()),
 		bidgate.AutomaticRequestID(r.RequestID))
+	batch.Queue(leaderAliasSQL, r.AuctionID)
 	results := s.DB.SendBatch(ctx, batch)
 	_, err = results.Exec()
 	if err == nil {
-		err = results.QueryRow().Scan(&b.Seq, &b.AcceptedAt, &b.EndTime, &b.Amount, &res.Leading, &res.CurrentPrice, &leader)
+		err = results.QueryRow().Scan(&b.Seq, &b.AcceptedAt, &b.EndTime, &b.Amount, &res.Leading, &res.CurrentPrice, &leader.ID)
+	}
+	if err == nil {
+		err = results.QueryRow().Scan(&leader.Alias)
 	}
 	// Close reads to the end of the batch: its commit.
 	if closeErr := results.Close(); err == nil || errors.Is(err, pgx.ErrNoRows) {
@@ -112,12 +122,12 @@ func (s *Store) PlaceColdBid(ctx context.Context, r bidgate.BidRequest, limit ti
 	case err == nil:
 		return res, leader, true, nil
 	case errors.Is(err, pgx.ErrNoRows), IsUniqueViolation(err, "bid_auction_id_request_id_key"):
-		return res, 0, false, nil
+		return res, Leader{}, false, nil
 	case cancelledByServer(err):
-		return res, 0, false, &bidgate.TimeoutError{Undecided: true,
+		return res, Leader{}, false, &bidgate.TimeoutError{Undecided: true,
 			Err: fmt.Errorf("cold bid on auction %d: PostgreSQL cancelled it after %v: %w", r.AuctionID, limit, err)}
 	}
-	return res, 0, false, fmt.Errorf("cold bid on auction %d: %w", r.AuctionID, err)
+	return res, Leader{}, false, fmt.Errorf("cold bid on auction %d: %w", r.AuctionID, err)
 }
 
 // cancelledByServer reports whether PostgreSQL cancelled a statement at a

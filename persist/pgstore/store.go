@@ -131,7 +131,9 @@ func (s *Store) CreateAuction(ctx context.Context, n bidgate.NewAuction) (bidgat
 
 // Auction reads one auction as PostgreSQL has it.
 func (s *Store) Auction(ctx context.Context, id int64) (bidgate.Auction, error) {
-	a, err := scanAuction(s.DB.QueryRow(ctx, getAuctionSQL, id))
+	var alias int64
+	a, err := scanAuction(rowWith(s.DB.QueryRow(ctx, getAuctionSQL, id), &alias))
+	a.LeaderAlias = alias
 	if errors.Is(err, pgx.ErrNoRows) {
 		return bidgate.Auction{}, bidgate.ErrAuctionNotFound
 	}
@@ -144,7 +146,9 @@ func (s *Store) Auction(ctx context.Context, id int64) (bidgate.Auction, error) 
 // LockAuction reads an auction and locks its row until the transaction ends;
 // s.DB must be a transaction.
 func (s *Store) LockAuction(ctx context.Context, id int64) (bidgate.Auction, error) {
-	a, err := scanAuction(s.DB.QueryRow(ctx, getAuctionSQL+" FOR UPDATE", id))
+	var alias int64
+	a, err := scanAuction(rowWith(s.DB.QueryRow(ctx, getAuctionSQL+" FOR UPDATE OF a", id), &alias))
+	a.LeaderAlias = alias
 	if errors.Is(err, pgx.ErrNoRows) {
 		return bidgate.Auction{}, bidgate.ErrAuctionNotFound
 	}

@@ -53,7 +53,7 @@ func (s *Store) DecideBids(ctx context.Context, auctionID int64, reqs []bidgate.
 	for _, r := range reqs {
 		args = append(args, r.RequestID.String(), strconv.FormatInt(r.BidderID, 10), bidgate.Cents(r.Amount), string(r.Kind()))
 	}
-	v, err := s.runDecision(ctx, bidBatchScript, []string{k.State, k.Reqs, k.Log}, args...)
+	v, err := s.runDecision(ctx, bidBatchScript, []string{k.State, k.Reqs, k.Log, k.Aliases}, args...)
 	if err != nil {
 		return Summary{}, nil, unavailable(fmt.Errorf("hot bids on auction %d: %w", auctionID, err))
 	}
@@ -171,7 +171,7 @@ var (
 // when Redis lacks the auction.
 func (s *Store) BuyNow(ctx context.Context, r bidgate.BidRequest) (Decision, error) {
 	k := KeysOf(r.AuctionID)
-	v, err := s.runDecision(ctx, buyNowScript, []string{k.State, k.Reqs, k.Log},
+	v, err := s.runDecision(ctx, buyNowScript, []string{k.State, k.Reqs, k.Log, k.Aliases},
 		Channel(r.AuctionID), strconv.FormatInt(r.AuctionID, 10), r.RequestID.String(), strconv.FormatInt(r.BidderID, 10))
 	if err != nil {
 		return Decision{}, unavailable(fmt.Errorf("buy-now on auction %d: %w", r.AuctionID, err))

@@ -13,6 +13,8 @@
 //	Log       stream of accepted bids: seq, bidder, amount (cents), req, at_us, end_us
 //	Relayed   string: id of the last log entry produced to Kafka
 //	Persisted string: every bid up to this seq is in PostgreSQL
+//	Aliases   hash: bidder -> alias, their rank by first accepted row (the
+//	          public name of the leader, lalias in State)
 //	Fence     string, expiring: written before a WAIT that proves the log's
 //	          earlier entries replicated (WaitReplicated)
 //
@@ -35,18 +37,20 @@ import (
 
 // Keys are a hot auction's Redis keys.
 type Keys struct {
-	State, Reqs, Log, Relayed, Persisted string
+	State, Reqs, Log, Relayed, Persisted, Aliases string
 }
 
 // KeysOf returns auction id's keys.
 func KeysOf(id int64) Keys {
 	tag := "auction:{" + strconv.FormatInt(id, 10) + "}:"
 	return Keys{State: tag + "state", Reqs: tag + "reqs", Log: tag + "log",
-		Relayed: tag + "relayed", Persisted: tag + "persisted"}
+		Relayed: tag + "relayed", Persisted: tag + "persisted", Aliases: tag + "aliases"}
 }
 
 // all lists every key, for expiry.
-func (k Keys) all() []string { return []string{k.State, k.Reqs, k.Log, k.Relayed, k.Persisted} }
+func (k Keys) all() []string {
+	return []string{k.State, k.Reqs, k.Log, k.Relayed, k.Persisted, k.Aliases}
+}
 
 // Store runs the calls on a client: a single Redis, a Cluster or a ring.
 type Store struct {

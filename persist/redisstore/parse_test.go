@@ -49,6 +49,10 @@ func TestParseUpdate(t *testing.T) {
 	noLeader := Update{AuctionID: 7, PriceCents: 100, EndUs: 5, Status: "CLOSED"}
 	promoted := good
 	promoted.Mode = bidgate.ModeHot
+	aliased := good
+	aliased.LeaderAlias = 3
+	promotedAliased := promoted
+	promotedAliased.LeaderAlias = 3
 	tests := []struct {
 		name string
 		in   string
@@ -69,7 +73,13 @@ func TestParseUpdate(t *testing.T) {
 		{"promotion", promoted.encode(), promoted, true},
 		{"as a promotion writes it", "u1|7|12345|42|1700000000000001|OPEN|3|1700000000000000|HOT", promoted, true},
 		{"bad mode", "u1|7|1|42|1|OPEN|3|1|WARM", Update{}, false},
-		{"too long", "u1|7|1|42|1|OPEN|3|1|HOT|x", Update{}, false},
+		{"too long", "u1|7|1|42|1|OPEN|3|1|HOT|3|x", Update{}, false},
+		{"with the alias", aliased.encode(), aliased, true},
+		{"as bid_batch.lua writes it, with the alias", "u1|7|12345|42|1700000000000001|OPEN|3|1700000000000000||3", aliased, true},
+		{"a promotion with the alias", promotedAliased.encode(), promotedAliased, true},
+		{"an unknown alias", "u1|7|12345|42|1700000000000001|OPEN|3|1700000000000000||", good, true},
+		{"bad alias", "u1|7|1|42|1|OPEN|3|1||x", Update{}, false},
+		{"empty mode without an alias", "u1|7|1|42|1|OPEN|3|1|", Update{}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

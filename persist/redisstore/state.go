@@ -100,35 +100,53 @@ func (s *Store) Load(ctx context.Context, a bidgate.Auction, bids []bidgate.Bid,
 		"end_us", a.EndTime.UnixMicro(), "status", string(a.Status),
 		"window_us", a.ExtendWindow.Microseconds(), "by_us", a.ExtendBy.Microseconds(), "seq", a.BidCount,
 		"seller", a.SellerID, "max_end_us", maxEndUs, "lmax", bidgate.Cents(a.LeaderMax), "reserve", reserve,
-		"buy_now", buyNow}
+		"buy_now", buyNow, "lalias", aliasField(a.LeaderAlias)}
+	aliases := bidgate.AliasesOf(bids)
+	if a.LeaderID != 0 && aliases[a.LeaderID] != 0 {
+		args[len(args)-1] = aliasField(aliases[a.LeaderID])
+	}
+	args = append(args, len(aliases))
+	for bidder, alias := range aliases {
+		args = append(args, bidder, alias)
+	}
 	for _, r := range results(bids) {
 		args = append(args, r.Bid.RequestID.String(), record(r))
 	}
 	k := KeysOf(a.ID)
-	n, err := loadStateScript.Run(ctx, s.rdb, []string{k.State, k.Reqs}, args...).Int()
+	n, err := loadStateScript.Run(ctx, s.rdb, []string{k.State, k.Reqs, k.Aliases}, args...).Int()
 	if err != nil {
 		return false, unavailable(fmt.Errorf("write auction %d to Redis: %w", a.ID, err))
 	}
 	return n == 1, nil
 }
 
+// aliasField is how the state hash and the update line keep an alias: ""
+// for none or unknown.
+func aliasField(alias int64) string {
+	if alias <= 0 {
+		return ""
+	}
+	return strconv.FormatInt(alias, 10)
+}
+
 // State is the live part of a hot auction's state.
 type State struct {
-	PriceCents int64
-	LeaderID   int64 // 0: nobody
-	EndUs      int64
-	Status     bidgate.Status
-	Seq        int64
+	PriceCents  int64
+	LeaderID    int64 // 0: nobody
+	LeaderAlias int64 // 0: nobody, or a state written before aliases
+	EndUs       int64
+	Status      bidgate.Status
+	Seq         int64
 }
 
 // Apply overlays the live state on an auction as PostgreSQL has it.
 func (st State) Apply(a bidgate.Auction) bidgate.Auction {
-	a.CurrentPrice, a.LeaderID, a.Status = bidgate.FromCents(st.PriceCents), st.LeaderID, st.Status
+	a.CurrentPrice, a.LeaderID, a.LeaderAlias, a.Status = bidgate.FromCents(st.PriceCents), st.LeaderID, st.LeaderAlias, st.Status
 	a.EndTime, a.BidCount = time.UnixMicro(st.EndUs).UTC(), st.Seq
 	return a
 }
 
-var stateFields = []string{"price", "leader", "end_us", "status", "seq"}
+var stateFields = []string{"price", "leader", "end_us", "status", "seq", "lalias"}
 
 // States reads the live state of hot auctions in one round trip; an
 // auction Redis has no state for is absent from the map.
@@ -168,6 +186,9 @@ func parseState(v []any) (State, error) {
 	}
 	if st.LeaderID, err = idReply(v[1]); err != nil {
 		return st, fmt.Errorf("leader: %w", err)
+	}
+	if st.LeaderAlias, err = idReply(v[5]); err != nil {
+		return st, fmt.Errorf("lalias: %w", err)
 	}
 	status, _ := v[3].(string)
 	st.Status = bidgate.Status(status)

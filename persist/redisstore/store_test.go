@@ -97,9 +97,44 @@ func TestBatchPublishesState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := redisstore.Update{AuctionID: a.ID, PriceCents: 10550, LeaderID: 3, EndUs: sum.EndUs, Status: bidgate.StatusOpen,
+	want := redisstore.Update{AuctionID: a.ID, PriceCents: 10550, LeaderID: 3, LeaderAlias: 2, EndUs: sum.EndUs, Status: bidgate.StatusOpen,
 		Seq: 2, UpdatedUs: out[1].Result.Bid.AcceptedAt.UnixMicro()}
 	if u != want {
 		t.Fatalf("published %+v, want %+v (the first message, so the too-low batch published nothing)", u, want)
+	}
+}
+
+// A hot auction's aliases continue those of the rows it was loaded with
+// (a promotion): a new bidder takes the next number, a known one keeps
+// theirs, and the state and its updates name the leader's.
+func TestBatchAliases(t *testing.T) {
+	rs := redisstore.New(testredis.Client(t))
+	at := time.Now()
+	row := func(seq, bidder int64) bidgate.Bid {
+		return bidgate.Bid{BidderID: bidder, Amount: decimal.NewFromInt(100 + seq), Seq: seq, RequestID: uuid.New(),
+			AcceptedAt: at, EndTime: at.Add(time.Hour), Kind: bidgate.KindStraight}
+	}
+	a := scratch(t, rs, row(1, 50), row(2, 60), row(3, 50))
+	a.CurrentPrice = decimal.NewFromInt(103)
+	tests := []struct {
+		bidder, amount, wantAlias int64
+	}{
+		{70, 110, 3}, // new: after 50 and 60
+		{60, 120, 2}, // known
+		{80, 130, 4},
+		{70, 140, 3},
+	}
+	for _, tc := range tests {
+		r := bidgate.BidRequest{AuctionID: a.ID, BidderID: tc.bidder, Amount: decimal.NewFromInt(tc.amount), RequestID: uuid.New()}
+		if _, out, err := rs.DecideBids(ctx, a.ID, []bidgate.BidRequest{r}); err != nil || out[0].Err != nil {
+			t.Fatalf("bid of %d: %v %+v", tc.bidder, err, out)
+		}
+		st, err := rs.State(ctx, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.LeaderID != tc.bidder || st.LeaderAlias != tc.wantAlias {
+			t.Fatalf("after %d's bid: leader %d alias %d, want alias %d", tc.bidder, st.LeaderID, st.LeaderAlias, tc.wantAlias)
+		}
 	}
 }

@@ -14,12 +14,15 @@ import (
 // An auction's state after every change is published on its channel, as
 // one line the batch script can build without a JSON encoder:
 //
-//	u1|auction|price cents|leader or ""|end_us|status|seq|updated_us[|mode]
+//	u1|auction|price cents|leader or ""|end_us|status|seq|updated_us[|mode[|leader alias]]
 //
 // The Go encoder below and bid_batch.lua write it; Update decodes it. The
 // mode is written only by a promotion, whose state is otherwise the one
 // readers hold: a node that parses only eight fields drops that message
-// alone (it tells its viewers nothing new).
+// alone (it tells its viewers nothing new). The leader's alias (empty:
+// unknown) follows, after a mode that is empty but for a promotion; a node
+// that parses only nine fields drops those messages, and its read cache
+// then serves states up to --read-cache-max-age old until it is upgraded.
 
 // Channel is the sharded pub/sub channel (SPUBLISH, SSUBSCRIBE) of auction
 // id's state updates. It carries the auction's hash tag: on a Redis Cluster
@@ -47,10 +50,13 @@ type Update struct {
 	AuctionID  int64
 	PriceCents int64
 	LeaderID   int64 // 0: nobody
-	EndUs      int64
-	Status     bidgate.Status
-	Seq        int64 // the bid count; only rises
-	UpdatedUs  int64 // when the serializing store made this state
+	// LeaderAlias is the leader's public name (bidgate.Auction); 0: nobody
+	// or unknown.
+	LeaderAlias int64
+	EndUs       int64
+	Status      bidgate.Status
+	Seq         int64 // the bid count; only rises
+	UpdatedUs   int64 // when the serializing store made this state
 	// Mode is set by a promotion only (HOT); empty: unchanged.
 	Mode bidgate.Mode
 }
@@ -59,7 +65,7 @@ type Update struct {
 // (zero: unknown).
 func UpdateOf(a bidgate.Auction, updated time.Time) Update {
 	u := Update{AuctionID: a.ID, PriceCents: bidgate.Cents(a.CurrentPrice), LeaderID: a.LeaderID,
-		EndUs: a.EndTime.UnixMicro(), Status: a.Status, Seq: a.BidCount}
+		LeaderAlias: a.LeaderAlias, EndUs: a.EndTime.UnixMicro(), Status: a.Status, Seq: a.BidCount}
 	if !updated.IsZero() {
 		u.UpdatedUs = updated.UnixMicro()
 	}
@@ -72,8 +78,11 @@ func (u Update) encode() string {
 		leader = strconv.FormatInt(u.LeaderID, 10)
 	}
 	line := fmt.Sprintf("u1|%d|%d|%s|%d|%s|%d|%d", u.AuctionID, u.PriceCents, leader, u.EndUs, u.Status, u.Seq, u.UpdatedUs)
-	if u.Mode != "" {
+	if u.Mode != "" || u.LeaderAlias != 0 {
 		line += "|" + string(u.Mode)
+	}
+	if u.LeaderAlias != 0 {
+		line += "|" + aliasField(u.LeaderAlias)
 	}
 	return line
 }
@@ -81,18 +90,24 @@ func (u Update) encode() string {
 // ParseUpdate decodes a message of a state-update channel.
 func ParseUpdate(msg string) (Update, error) {
 	f := strings.Split(msg, "|")
-	if len(f) < 8 || len(f) > 9 || f[0] != "u1" {
+	if len(f) < 8 || len(f) > 10 || f[0] != "u1" {
 		return Update{}, errors.New("not a state update")
 	}
 	var u Update
-	if len(f) == 9 {
-		switch u.Mode = bidgate.Mode(f[8]); u.Mode {
-		case bidgate.ModeCold, bidgate.ModeHot:
+	if len(f) >= 9 {
+		switch u.Mode = bidgate.Mode(f[8]); {
+		case u.Mode == bidgate.ModeCold, u.Mode == bidgate.ModeHot:
+		case u.Mode == "" && len(f) == 10:
 		default:
 			return Update{}, fmt.Errorf("state update: bad mode %q", f[8])
 		}
 	}
 	var err error
+	if len(f) == 10 {
+		if u.LeaderAlias, err = idReply(f[9]); err != nil {
+			return Update{}, fmt.Errorf("state update: alias: %w", err)
+		}
+	}
 	for i, dst := range []*int64{&u.AuctionID, &u.PriceCents, nil, &u.EndUs, nil, &u.Seq, &u.UpdatedUs} {
 		if dst == nil {
 			continue
@@ -118,7 +133,7 @@ func ParseUpdate(msg string) (Update, error) {
 // StateUpdate is the update as viewers receive it.
 func (u Update) StateUpdate() bidgate.StateUpdate {
 	a := bidgate.Auction{ID: u.AuctionID, CurrentPrice: bidgate.FromCents(u.PriceCents), LeaderID: u.LeaderID,
-		EndTime: time.UnixMicro(u.EndUs), Status: u.Status, BidCount: u.Seq}
+		LeaderAlias: u.LeaderAlias, EndTime: time.UnixMicro(u.EndUs), Status: u.Status, BidCount: u.Seq}
 	s := bidgate.NewStateUpdate(a)
 	if u.UpdatedUs > 0 {
 		s.UpdatedAt = time.UnixMicro(u.UpdatedUs).UTC().Format(time.RFC3339Nano)

@@ -4,9 +4,15 @@
 --                                          status, window_us, by_us, seq, seller,
 --                                          max_end_us (extension cap, 0: none),
 --                                          lmax (leader's hidden maximum),
---                                          reserve (0: none)
+--                                          reserve (0: none),
+--                                          lalias (the leader's alias)
 -- KEYS[2] request ids  auction:{id}:reqs   request id -> record (below)
 -- KEYS[3] bid log      auction:{id}:log    stream of accepted rows
+-- KEYS[4] aliases      auction:{id}:aliases bidder -> alias: a bidder's
+--                                          first accepted row numbers them
+--                                          after those before (one HGET per
+--                                          accepted bid, HLEN + HSET for a
+--                                          new bidder)
 -- ARGV[1] the auction's state-update channel, ARGV[2] its id, then per bid
 --         request id, bidder id, value in cents, kind ('straight' or
 --         'proxy'; a proxy bid's value is its maximum).
@@ -51,7 +57,7 @@ local function auto_id(req)
 end
 
 local s = redis.call('HMGET', KEYS[1], 'price', 'inc', 'leader', 'end_us', 'status', 'window_us', 'by_us', 'seq',
-  'seller', 'max_end_us', 'lmax', 'reserve')
+  'seller', 'max_end_us', 'lmax', 'reserve', 'lalias')
 if not s[1] then
   return {0}
 end
@@ -63,6 +69,18 @@ local seller = s[9]
 local max_end = tonumber(s[10] or '0') or 0
 local lmax = tonumber(s[11] or '') or (leader and price or 0)
 local reserve = tonumber(s[12] or '0') or 0
+local lalias = s[13] or ''
+
+local aliases = {} -- bidder -> alias, as read or given in this batch
+local function alias_of(bidder)
+  local a = aliases[bidder] or redis.call('HGET', KEYS[4], bidder)
+  if not a then
+    a = int(redis.call('HLEN', KEYS[4]) + 1)
+    redis.call('HSET', KEYS[4], bidder, a)
+  end
+  aliases[bidder] = a
+  return a
+end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -130,6 +148,7 @@ for i = 1, n do
       end
     end
     local amount, leading -- the bid's row and whether it leads
+    local alias = alias_of(bidder)
     if bidder == leader then -- raise: the price stays
       lmax, leading = value, 1
     elseif not leader or value > lmax then -- lead
@@ -140,7 +159,7 @@ for i = 1, n do
       else
         price = math.min(value, lmax + inc)
       end
-      leader, lmax, leading = bidder, value, 1
+      leader, lmax, leading, lalias = bidder, value, 1, alias
     else -- answered by the leader's proxy
       price, amount, leading = math.min(lmax, value + inc), value, 0
     end
@@ -165,10 +184,10 @@ end
 
 if changed then
   redis.call('HSET', KEYS[1], 'price', int(price), 'leader', leader, 'end_us', int(end_us), 'seq', int(seq),
-    'lmax', int(lmax))
+    'lmax', int(lmax), 'lalias', lalias)
   redis.call('HSET', KEYS[2], unpack(newreqs))
   redis.call('SPUBLISH', ARGV[1], 'u1|' .. ARGV[2] .. '|' .. int(price) .. '|' .. leader .. '|' .. int(end_us) ..
-    '|' .. status .. '|' .. int(seq) .. '|' .. int(now))
+    '|' .. status .. '|' .. int(seq) .. '|' .. int(now) .. '||' .. lalias)
 end
 out[1] = {price, inc, end_us, status, seq, leader or '', seller or ''}
 return out

@@ -3,8 +3,9 @@
 -- accepted bid, it closes at that price with the buyer as winner and its end
 -- at now, and the buy-now row goes to the log like any accepted bid.
 --
--- KEYS[1..3] state, request ids, log (as in bid_batch.lua); the state's
---            buy_now field is the price in cents (0: none)
+-- KEYS[1..4] state, request ids, log, aliases (as in bid_batch.lua); the
+--            state's buy_now field is the price in cents (0: none); the
+--            buyer, the first bidder, is alias 1
 -- ARGV[1] the auction's state-update channel, ARGV[2] its id,
 -- ARGV[3] request id, ARGV[4] buyer id
 --
@@ -41,9 +42,10 @@ end
 redis.call('XADD', KEYS[3], '*', 'seq', '1', 'bidder', buyer, 'amount', int(price), 'req', id,
   'at_us', int(now), 'end_us', int(now), 'kind', 'buy_now')
 redis.call('HSET', KEYS[1], 'price', int(price), 'leader', buyer, 'lmax', int(price), 'end_us', int(now),
-  'seq', '1', 'status', 'CLOSED')
+  'seq', '1', 'status', 'CLOSED', 'lalias', '1')
+redis.call('HSET', KEYS[4], buyer, '1')
 redis.call('HSET', KEYS[2], id, '1|' .. int(now) .. '|' .. int(now) .. '|' .. buyer .. '|' .. int(price) ..
   '|buy_now|0|1|' .. int(price))
 redis.call('SPUBLISH', ARGV[1], 'u1|' .. ARGV[2] .. '|' .. int(price) .. '|' .. buyer .. '|' .. int(now) ..
-  '|CLOSED|1|' .. int(now))
+  '|CLOSED|1|' .. int(now) .. '||1')
 return {1, 1, now, now, price, 1, price}
