@@ -90,6 +90,15 @@ Server CPU: the floor process's /proc/&lt;pid&gt;/stat, bidgate's nodes' process
 {{range .Runs}}<tr><td>{{.Round}}</td><td class="l">{{.Kind}}</td><td>{{f0 .Offered}}</td><td>{{.Sent}}</td><td>{{f0 .AnsweredPerSec}}</td><td class="l">{{range $k, $v := .Status}}{{$k}} {{$v}} {{end}}</td><td>{{ms .Latency.P50}}</td><td>{{ms .Latency.P99}}</td><td>{{ms .Latency.Max}}</td><td>{{if .ServerMissing}}-{{else}}{{f1 .ServerUsPerAnswer}}{{end}}</td><td>{{f1 .GenUsPerRequest}}</td></tr>
 {{end}}</table>{{end}}
 
+{{with .R.Browse}}<h2>Browse</h2>
+<p>{{.Auctions}} auctions (ids {{.FirstAuction}}..{{.LastAuction}}) and {{.Bids}} bids{{if .Seeded}}, seeded with SQL in {{f1 .SeedSeconds}} s{{end}};
+{{f0 .Offered}} actions/s offered, {{.Actions}} actions, {{.Requests}} requests in {{f1 .WallSeconds}} s, {{.NotOK}} not 200.
+Latency: a first page from its intended send time, a further page from its send.</p>
+<table><tr><th class="l">kind</th><th>actions</th><th>requests</th><th>items</th><th class="l">status</th><th>p50 ms</th><th>p99 ms</th><th>max ms</th></tr>
+{{range .Kinds}}<tr><td class="l">{{.Kind}}</td><td>{{.Actions}}</td><td>{{.Requests}}</td><td>{{.Items}}</td><td class="l">{{range $k, $v := .Status}}{{$k}} {{$v}} {{end}}</td><td>{{ms .Latency.P50}}</td><td>{{ms .Latency.P99}}</td><td>{{ms .Latency.Max}}</td></tr>
+{{end}}</table>
+<p>{{if .PGMissing}}PostgreSQL CPU unknown: {{.PGMissing}}{{else}}PostgreSQL CPU (every postgres process's /proc/&lt;pid&gt;/stat, whoever's work): {{printf "%.2f" .PGCPUSeconds}} s over the load, {{f0 .PGUsPerQuery}} µs per request, all kinds together.{{end}}</p>{{end}}
+
 {{with .R.CloseBurst}}<h2>Close burst</h2>
 <p>{{.Auctions}} auctions ending from {{clock .FirstEnd}} to {{clock .LastEnd}} (database clock), {{.Bids}} with a bid.
 {{.Closed}} CLOSED; the last one {{printf "%.2f" .AfterFirstEnd}} s after the first end, {{printf "%.2f" .AfterLastEnd}} s after the last end; {{f0 .ClosePerSec}} closes/s.{{if .TimedOut}} <span class="fail">Timed out.</span>{{end}}</p>{{end}}

@@ -51,6 +51,7 @@ func WriteText(w io.Writer, res *Result) {
 	}
 	writeWatchers(w, res)
 	writeReads(w, res.Reads)
+	writeBrowse(w, res.Browse)
 	if r := res.Ramp; r != nil {
 		fmt.Fprintf(w, "\nramp on auction %d (hot: %v)\n", r.AuctionID, r.Hot)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -196,6 +197,51 @@ func writeReads(w io.Writer, r *Reads) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "server CPU: the floor process's /proc/<pid>/stat, bidgate's nodes' process_cpu_seconds_total summed, over each run; latency from the intended send time")
+}
+
+// writeBrowse writes the browse scenario's volume and each query kind.
+func writeBrowse(w io.Writer, b *Browse) {
+	if b == nil {
+		return
+	}
+	how := "found in the database"
+	if b.Seeded {
+		how = fmt.Sprintf("seeded with SQL in %.1fs", b.SeedSeconds)
+	}
+	fmt.Fprintf(w, "\nbrowse: %d auctions (ids %d..%d) and %d bids, %s; %.0f actions/s offered, %d actions, %d requests in %.1fs, %d not 200\n",
+		b.Auctions, b.FirstAuction, b.LastAuction, b.Bids, how, b.Offered, b.Actions, b.Requests, b.WallSeconds, b.NotOK)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "kind\tactions\trequests\titems/request\tstatus\tp50 ms\tp99 ms\tmax ms\t")
+	for _, k := range b.Kinds {
+		items := 0.0
+		if k.Requests > 0 {
+			items = float64(k.Items) / float64(k.Requests)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%s\t%.2f\t%.2f\t%.2f\t\n", k.Kind, k.Actions, k.Requests, items, statusCounts(k.Status),
+			k.Latency.P50, k.Latency.P99, k.Latency.Max)
+	}
+	tw.Flush()
+	if b.PGMissing != "" {
+		fmt.Fprintf(w, "PostgreSQL CPU: unknown (%s)\n", b.PGMissing)
+		return
+	}
+	fmt.Fprintf(w, "PostgreSQL CPU: %.2f s over the load (%.2f cores), %.0f µs per request (all kinds together; %d postgres processes, whoever's work)\n",
+		b.PGCPUSeconds, b.PGCPUSeconds/max(b.WallSeconds, 1e-9), b.PGUsPerQuery, b.PGProcesses)
+	fmt.Fprintln(w, "latency: a first page from its intended send time, a further page from its send")
+	if len(b.Solo) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\neach kind alone, at the same rate (PostgreSQL's CPU of one kind)")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "kind\trequests\tstatus\tp50 ms\tp99 ms\tmax ms\tPostgreSQL µs/request\t")
+	for _, k := range b.Solo {
+		cpu := "-"
+		if k.PGMissing == "" {
+			cpu = fmt.Sprintf("%.0f", k.PGUsPerQuery)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%.2f\t%.2f\t%s\t\n", k.Kind, k.Requests, statusCounts(k.Status), k.Latency.P50, k.Latency.P99, k.Latency.Max, cpu)
+	}
+	tw.Flush()
 }
 
 // statusCounts writes a run's answers by status as "200 9999, transport 1".

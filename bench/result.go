@@ -34,6 +34,7 @@ type Result struct {
 	Viewers    *ViewersResult `json:"viewers,omitempty"`
 	Pollers    *PollersResult `json:"pollers,omitempty"`
 	Reads      *Reads         `json:"reads,omitempty"`
+	Browse     *Browse        `json:"browse,omitempty"`
 	Limits     []Limit        `json:"limits,omitempty"`
 	Ratios     []Ratio        `json:"ratios,omitempty"`
 	Drain      *Drain         `json:"drain,omitempty"`

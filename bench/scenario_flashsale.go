@@ -127,6 +127,12 @@ func every(share float64) int {
 
 // FlashSale runs the flash-sale scenario and audits it.
 func (e *Env) FlashSale(ctx context.Context, c FlashSaleConfig) (*Result, error) {
+	return e.flashSale(ctx, c, nil)
+}
+
+// flashSale is FlashSale telling loadAt (when not nil) when its load
+// starts, once that is known, so that another load can run beside it.
+func (e *Env) flashSale(ctx context.Context, c FlashSaleConfig, loadAt func(time.Time)) (*Result, error) {
 	if err := c.normalize(); err != nil {
 		return nil, err
 	}
@@ -184,6 +190,9 @@ func (e *Env) FlashSale(ctx context.Context, c FlashSaleConfig) (*Result, error)
 	e.notef("load: %d hot auctions at %.0f bids/s, %.0f bids/s over %d cold ones, for %s; %d bidders",
 		c.Hot, c.HotRate, c.ColdRate, len(colds), c.Duration, res.Bidders)
 	res.LoadStart = t0
+	if loadAt != nil {
+		loadAt(t0)
+	}
 	bound := time.Until(t0) + c.Duration + c.ExtendBy + 2*e.opt.Loader.Timeout + time.Minute
 	res.records = e.load(ctx, res, bound, func(ld *Loader) {
 		var streams []Stream

@@ -342,6 +342,115 @@ func TestScenariosAgainstTheRealStack(t *testing.T) {
 		}
 	})
 
+	// A small browse run over its own seeded volume: every query kind
+	// sent and answered 200, with items, and the report filled.
+	t.Run("browse", func(t *testing.T) {
+		c := DefaultBrowse()
+		c.Auctions, c.Bids, c.Sellers, c.Bidders, c.Rate, c.Duration = 2_000, 20_000, 50, 500, 50, 2*time.Second
+		c.Solo = 500 * time.Millisecond
+		res, err := e.BrowseRun(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteOutputs(res, filepath.Join(t.TempDir(), "browse.json"), false); err != nil {
+			t.Fatal(err)
+		}
+		var text strings.Builder
+		WriteText(&text, res)
+		t.Log(text.String())
+		b := res.Browse
+		switch {
+		case b == nil:
+			t.Fatal("no browse in the result")
+		case !b.Seeded || b.Auctions != 2_000 || b.Bids < 10_000 || b.Bids > 30_000 || b.LastAuction-b.FirstAuction != 1_999:
+			t.Errorf("volume: %+v", b)
+		case b.Actions != 100 || b.Requests < 100 || b.NotOK != 0 || b.HarnessError != "":
+			t.Errorf("%d actions, %d requests, %d not 200 (%s)", b.Actions, b.Requests, b.NotOK, b.HarnessError)
+		case b.PGMissing != "" || b.PGCPUSeconds <= 0 || b.PGUsPerQuery <= 0 || b.PGProcesses == 0:
+			t.Errorf("PostgreSQL CPU: %.2f s, %.0f µs/request, %d processes (%s)", b.PGCPUSeconds, b.PGUsPerQuery, b.PGProcesses, b.PGMissing)
+		}
+		// The rows agree with their auctions: seq 1..bid_count, the last
+		// one's bidder leads at its amount.
+		var disagree int
+		err = e.db.QueryRow(ctx, `SELECT count(*) FROM auction a
+			LEFT JOIN LATERAL (SELECT count(*) AS n, max(seq) AS top FROM bid WHERE auction_id = a.id) c ON true
+			LEFT JOIN bid l ON l.auction_id = a.id AND l.seq = a.bid_count
+			WHERE a.id BETWEEN $1 AND $2 AND (c.n <> a.bid_count OR COALESCE(c.top, 0) <> a.persisted_seq
+			   OR l.bidder_id IS DISTINCT FROM a.leader_id OR (a.bid_count > 0 AND l.amount <> a.current_price))`,
+			b.FirstAuction, b.LastAuction).Scan(&disagree)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if disagree != 0 {
+			t.Errorf("%d seeded auctions disagree with their bid rows", disagree)
+		}
+		if len(b.Kinds) != len(browseKinds) {
+			t.Fatalf("%d kinds: %+v", len(b.Kinds), b.Kinds)
+		}
+		for i, k := range b.Kinds {
+			switch {
+			case k.Kind != browseKinds[i] || k.Actions == 0 || k.Requests < int64(k.Actions):
+				t.Errorf("%s: %d actions, %d requests", k.Kind, k.Actions, k.Requests)
+			case k.Status["200"] != k.Requests || len(k.Status) != 1:
+				t.Errorf("%s: answers %v, want all 200", k.Kind, k.Status)
+			case k.Items == 0 && k.Kind != BrowseMyBids: // a state filter may match none
+				t.Errorf("%s: no items in %d answers", k.Kind, k.Requests)
+			case k.Latency.Count != k.Requests || k.Latency.P99 <= 0 || k.Latency.Max < k.Latency.P99:
+				t.Errorf("%s: latency %+v", k.Kind, k.Latency)
+			}
+		}
+		if len(b.Solo) != len(browseKinds) {
+			t.Fatalf("%d kinds alone", len(b.Solo))
+		}
+		for i, k := range b.Solo {
+			if k.Kind != browseKinds[i] || k.Actions != 25 || k.Status["200"] != k.Requests || len(k.Status) != 1 ||
+				k.PGMissing != "" || k.PGCPUSeconds < 0 {
+				t.Errorf("%s alone: %+v", browseKinds[i], k)
+			}
+		}
+		for _, want := range []string{"browse: 2000 auctions", "my-auctions", "PostgreSQL CPU: ", "each kind alone"} {
+			if !strings.Contains(text.String(), want) {
+				t.Errorf("the text report lacks %q", want)
+			}
+		}
+		html, err := os.ReadFile(res.Files.HTML)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"<h2>Browse</h2>", "my-auctions", "µs per request"} {
+			if !strings.Contains(string(html), want) {
+				t.Errorf("the HTML report lacks %q", want)
+			}
+		}
+	})
+
+	// The volume above browsed again without seeding, beside a small flash
+	// sale whose audit passes.
+	t.Run("browse beside a flash sale", func(t *testing.T) {
+		c := DefaultBrowse()
+		c.Seed, c.Sellers, c.Bidders, c.Rate, c.Duration = false, 50, 500, 50, 3*time.Second
+		c.WithFlashSale, c.FlashCold, c.FlashColdRate, c.FlashHot, c.FlashHotRate = true, 50, 10, 1, 50
+		res, err := e.BrowseRun(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var text strings.Builder
+		WriteText(&text, res)
+		t.Log(text.String())
+		requirePassed(t, res)
+		b := res.Browse
+		switch {
+		case b.Seeded || b.Auctions != 2_000 || b.Bids < 10_000:
+			t.Errorf("the volume seeded before was not found: %+v", b)
+		case b.Actions != 150 || b.NotOK != 0:
+			t.Errorf("%d actions, %d not 200", b.Actions, b.NotOK)
+		case b.FlashSale == nil || b.FlashSale.Latency.Count(Created) == 0 || b.FlashSale.Latency.Errors() != 0:
+			t.Errorf("flash sale beside: %+v", b.FlashSale)
+		case b.FlashSale.LoadStart.Sub(res.LoadStart).Abs() > time.Millisecond:
+			t.Errorf("the flash sale's load started at %s, the browse load at %s", b.FlashSale.LoadStart, res.LoadStart)
+		}
+	})
+
 	// Last: its failed authentications count against the address's budget.
 	t.Run("foreign key", func(t *testing.T) {
 		spec, err := e.api.createAuction(newAuction{SellerID: sellerID(0), Title: "bidbench foreign key", StartPrice: cents(coldStartCents),

@@ -7,6 +7,7 @@
 //	bidbench close-burst  many auctions ending in the same second
 //	bidbench limits       the stores' own limits only
 //	bidbench reads        GET of a cold and of a hot auction against the HTTP floor
+//	bidbench browse       list, search, history and "me" reads over a seeded volume
 //
 // Every scenario ends with an audit of the design's invariants; bidbench
 // exits 1 when a check fails. Only loopback targets are accepted.
@@ -46,6 +47,8 @@ scenarios:
   limits       only the stores' own limits: bidgate's Redis script and PostgreSQL statement from Go
   reads        GET /auctions/{id} of a cold and of a hot auction, and of a do-nothing fasthttp server
                (the HTTP floor), on the same open-loop generator: server CPU per answer against the floor's
+  browse       seeds auctions and bids with SQL, then reads them at a fixed rate: list, search, bid
+               history, my bids, my auctions; p50/p99 per kind and PostgreSQL's CPU per request
 
 Run "bidbench <scenario> -h" for its flags. Results go to bench-results/ (JSON, HTML, records).
 bidbench signs its bearer tokens with --key (default .bidgate/dev-key.pem, the key bidgate dev
@@ -64,7 +67,7 @@ func main() {
 		return
 	case bench.FloorCommand: // the reads scenario's child process, not for users
 		os.Exit(bench.FloorMain(args, os.Stdin, os.Stdout, os.Stderr))
-	case "flash-sale", "hot-max", "cold-max", "close-burst", "limits", "reads":
+	case "flash-sale", "hot-max", "cold-max", "close-burst", "limits", "reads", "browse":
 	default:
 		fmt.Fprintf(os.Stderr, "bidbench: unknown scenario %q\n\n%s", scenario, usage)
 		os.Exit(2)
@@ -121,6 +124,9 @@ func parse(scenario string, args []string) (*invocation, error) {
 	case "reads":
 		inv.opt.Limits = false
 		inv.play = registerReads(fs)
+	case "browse":
+		inv.opt.Limits = false
+		inv.play = registerBrowse(fs)
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -139,7 +145,7 @@ func (inv *invocation) registerTargets(fs *settings.FlagSet) {
 		fs.StringVar(&opt.Targets, "targets", opt.Targets, "bidgate node base URLs, comma-separated (loopback only), e.g. http://127.0.0.1:8080,http://127.0.0.1:8081")
 	}
 	switch inv.scenario {
-	case "flash-sale", "hot-max", "cold-max", "reads":
+	case "flash-sale", "hot-max", "cold-max", "reads", "browse":
 		fs.StringVar(&opt.Metrics, "metrics", "", "the nodes' Prometheus endpoints, comma-separated (loopback only), read for process_cpu_seconds_total "+
 			"at the start and end of each step; \"off\" measures none (default: each target's admin port, its port + 300 as bidgate dev lays them out, "+
 			"and the same for every member its /cluster/members lists)")
@@ -169,7 +175,7 @@ func (inv *invocation) registerLoad(fs *settings.FlagSet) {
 		fs.IntVar(&opt.Loader.Queue, "queue", opt.Loader.Queue, "scheduled requests that may wait for a worker (the wait counts in latency)")
 		fs.DurationVar(&opt.Loader.Timeout, "timeout", opt.Loader.Timeout, "client timeout of a request (past it: a transport error)")
 	}
-	if inv.scenario == "reads" { // no audit, no limits, nothing random
+	if inv.scenario == "reads" || inv.scenario == "browse" { // no audit, no limits; browse's --seed is its volume
 		return
 	}
 	if inv.scenario != "limits" {
@@ -229,6 +235,26 @@ func registerReads(fs *settings.FlagSet) play {
 	fs.IntVar(&c.Repeat, "repeat", c.Repeat, "rounds of floor, cold and hot, interleaved; the report gives each run and the medians")
 	fs.BoolVar(&c.IfNoneMatch, "if-none-match", c.IfNoneMatch, "send the last ETag the node gave for the auction (measures 304s; the floor ignores it)")
 	return func(ctx context.Context, e *bench.Env) (*bench.Result, error) { return e.ReadsRun(ctx, c) }
+}
+
+// registerBrowse adds the flags of browse.
+func registerBrowse(fs *settings.FlagSet) play {
+	c := bench.DefaultBrowse()
+	fs.IntVar(&c.Auctions, "seed-auctions", c.Auctions, "auctions seeded with SQL (one in ten open)")
+	fs.IntVar(&c.Bids, "seed-bids", c.Bids, "bids seeded with SQL, about: spread over the auctions with a skew")
+	fs.BoolVar(&c.Seed, "seed", c.Seed, "seed a volume; false: browse the one an earlier run seeded")
+	fs.IntVar(&c.Sellers, "sellers", c.Sellers, "distinct sellers of the seeded auctions")
+	fs.IntVar(&c.Bidders, "bidders", c.Bidders, "distinct bidders of the seeded bids")
+	fs.Float64Var(&c.Rate, "rate", c.Rate, "actions/s offered (open loop); an action is a query and up to --pages - 1 more pages")
+	fs.DurationVar(&c.Duration, "duration", c.Duration, "length of the load")
+	fs.IntVar(&c.Pages, "pages", c.Pages, "pages an action reads at most, following nextCursor")
+	fs.DurationVar(&c.Solo, "solo", c.Solo, "after the mix, run each kind alone this long at --rate, for PostgreSQL's CPU per kind (0: none)")
+	fs.BoolVar(&c.WithFlashSale, "with-flash-sale", c.WithFlashSale, "run a small flash sale (audited) beside the load, over the same duration")
+	fs.IntVar(&c.FlashCold, "flash-cold", c.FlashCold, "--with-flash-sale: its cold auctions (created with SQL)")
+	fs.Float64Var(&c.FlashColdRate, "flash-cold-rate", c.FlashColdRate, "--with-flash-sale: bids/s over its cold auctions")
+	fs.IntVar(&c.FlashHot, "flash-hot", c.FlashHot, "--with-flash-sale: its hot auctions")
+	fs.Float64Var(&c.FlashHotRate, "flash-hot-rate", c.FlashHotRate, "--with-flash-sale: bids/s per hot auction")
+	return func(ctx context.Context, e *bench.Env) (*bench.Result, error) { return e.BrowseRun(ctx, c) }
 }
 
 // registerRamp adds the flags of hot-max or cold-max.
