@@ -142,6 +142,8 @@ var (
 	browseAuctionsSQL string
 	//go:embed sql/browse_bids.sql
 	browseBidsSQL string
+	//go:embed sql/browse_aliases.sql
+	browseAliasesSQL string
 	//go:embed sql/browse_volume.sql
 	browseVolumeSQL string
 	//go:embed sql/browse_sample.sql
@@ -302,9 +304,12 @@ func (e *Env) browseVolume(ctx context.Context, c BrowseConfig, b *Browse) error
 	if tag.RowsAffected() != b.Bids {
 		return fmt.Errorf("seeded %d bid rows, the auctions count %d", tag.RowsAffected(), b.Bids)
 	}
+	if _, err := e.db.Exec(ctx, browseAliasesSQL, b.FirstAuction, b.LastAuction); err != nil {
+		return fmt.Errorf("seed the bidder aliases of browse auctions %d..%d: %w", b.FirstAuction, b.LastAuction, err)
+	}
 	// The planner sees the new volume before the load, not when autovacuum
 	// gets to it.
-	if _, err := e.db.Exec(ctx, "ANALYZE auction, bid"); err != nil {
+	if _, err := e.db.Exec(ctx, "ANALYZE auction, bid, bidder_alias"); err != nil {
 		return fmt.Errorf("analyze after seeding: %w", err)
 	}
 	b.Seeded, b.SeedSeconds = true, time.Since(start).Seconds()

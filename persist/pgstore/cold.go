@@ -23,8 +23,8 @@ var (
 	lookUpSQL string
 	//go:embed sql/limit_statement.sql
 	limitStatementSQL string
-	//go:embed sql/leader_alias.sql
-	leaderAliasSQL string
+	//go:embed sql/assign_alias.sql
+	assignAliasSQL string
 )
 
 // Leader is who leads an auction: their id and alias (0, 0: nobody).
@@ -104,7 +104,7 @@ func (s *Store) PlaceColdBid(ctx context.Context, r bidgate.BidRequest, limit ti
 	batch.Queue(limitStatementSQL, strconv.FormatInt(max(limit.Milliseconds(), 1), 10))
 	batch.Queue(coldBidSQL, r.AuctionID, r.BidderID, r.Amount, r.RequestID, string(r.Kind()),
 		bidgate.AutomaticRequestID(r.RequestID))
-	batch.Queue(leaderAliasSQL, r.AuctionID)
+	batch.Queue(assignAliasSQL, r.AuctionID, r.BidderID)
 	results := s.DB.SendBatch(ctx, batch)
 	_, err = results.Exec()
 	if err == nil {

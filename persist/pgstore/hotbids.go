@@ -21,6 +21,8 @@ var (
 	insertBidsSQL string
 	//go:embed sql/advance_persisted.sql
 	advancePersistedSQL string
+	//go:embed sql/assign_aliases.sql
+	assignAliasesSQL string
 	//go:embed sql/hot_auctions.sql
 	hotAuctionsSQL string
 	//go:embed sql/hot_positions.sql
@@ -81,11 +83,18 @@ func WriteHotBids(ctx context.Context, tx pgx.Tx, bids []bidgate.BidAccepted) (p
 	if err != nil {
 		return nil, 0, fmt.Errorf("advance persisted positions: %w", err)
 	}
+	var moved, from, to []int64
 	if _, err := pgx.ForEachRow(rows, []any{&id, &pos}, func() error {
+		moved, from, to = append(moved, id), append(from, positions[id]), append(to, pos)
 		positions[id] = pos
 		return nil
 	}); err != nil {
 		return nil, 0, fmt.Errorf("advance persisted positions: %w", err)
+	}
+	if len(moved) > 0 {
+		if _, err := tx.Exec(ctx, assignAliasesSQL, moved, from, to); err != nil {
+			return nil, 0, fmt.Errorf("assign bidder aliases: %w", err)
+		}
 	}
 	return positions, inserted, nil
 }

@@ -19,6 +19,12 @@ var (
 	listPriceSQL string
 )
 
+// searchWalk is how many index entries per item of a page a search tests
+// in the list's order before it asks the title index for the rest: past
+// it, the words match under one auction in a hundred, too few for a walk
+// to find a page quickly.
+const searchWalk = 100
+
 // ListAuctions reads one page of an auction list, as the database has it.
 // The statement runs unprepared: its optional filters are folded away only
 // in a plan made for the values given, and a cached generic plan would
@@ -26,7 +32,10 @@ var (
 func (s *Store) ListAuctions(ctx context.Context, q bidgate.ListQuery) ([]bidgate.Auction, error) {
 	f := q.Filter
 	args := []any{pgx.QueryExecModeExec, nullString(string(f.Status)), nullInt(f.SellerID), nullString(f.Query),
-		nullTime(f.EndingAfter), nullTime(f.EndingBefore), f.Hot, nil, nullInt(q.After.ID), q.Limit}
+		nullTime(f.EndingAfter), nullTime(f.EndingBefore), f.Hot, nil, nullInt(q.After.ID), q.Limit, q.Limit}
+	if f.Query != "" {
+		args[10] = q.Limit * searchWalk
+	}
 	stmt := listEndingSQL
 	switch q.Sort {
 	case bidgate.SortNewest:
@@ -45,7 +54,12 @@ func (s *Store) ListAuctions(ctx context.Context, q bidgate.ListQuery) ([]bidgat
 	if err != nil {
 		return nil, fmt.Errorf("list auctions (sort %s): %w", q.Sort, err)
 	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (bidgate.Auction, error) { return scanAuction(row) })
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (bidgate.Auction, error) {
+		var alias int64
+		a, err := scanAuction(rowWith(row, &alias))
+		a.LeaderAlias = alias
+		return a, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list auctions (sort %s): %w", q.Sort, err)
 	}

@@ -163,6 +163,7 @@ func OpenReads(ctx context.Context, primary Querier, cfg ReadConfig, reg prometh
 		return nil, fmt.Errorf("parse the read replica URL: %w", err)
 	}
 	pcfg.MaxConns = int32(cfg.MaxConns)
+	serial(pcfg)
 	if r.replica, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return nil, fmt.Errorf("read replica pool: %w", err)
 	}

@@ -78,6 +78,16 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// serial turns parallel query off for bidgate's sessions (unless the URL
+// sets it): every statement is a short look-up or a page, where starting
+// workers costs more than the whole statement (a list's search planned a
+// parallel sort for a branch it then skipped: 30 ms instead of 3).
+func serial(cfg *pgxpool.Config) {
+	if _, set := cfg.ConnConfig.RuntimeParams["max_parallel_workers_per_gather"]; !set {
+		cfg.ConnConfig.RuntimeParams["max_parallel_workers_per_gather"] = "0"
+	}
+}
+
 // Open connects a pool to PostgreSQL and checks that it answers.
 func Open(ctx context.Context, c Config) (*pgxpool.Pool, error) {
 	c = c.withDefaults()
@@ -89,6 +99,7 @@ func Open(ctx context.Context, c Config) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("parse PostgreSQL URL: %w", err)
 	}
 	cfg.MaxConns = int32(c.MaxConns)
+	serial(cfg)
 	db, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)

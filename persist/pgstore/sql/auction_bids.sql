@@ -3,9 +3,8 @@
 --
 -- Only the gap-free prefix of the history is read: every row of a cold
 -- auction (written with its row), a hot one's up to persisted_seq (hot rows
--- reach PostgreSQL through the pipeline, in any order). An alias is the
--- bidder's rank by first row within that prefix; the prefix only grows, so
--- an alias, once shown, never changes.
+-- reach PostgreSQL through the pipeline, in any order). Every bidder of the
+-- prefix has their alias (bidder_alias, assigned with the prefix).
 --
 -- One row per page row, or one with NULL seq when the auction has none
 -- (none: no such auction).
@@ -13,14 +12,6 @@ WITH a AS (
     SELECT id, seller_id, CASE mode WHEN 'COLD' THEN bid_count ELSE persisted_seq END AS upto
       FROM auction
      WHERE id = $1
-),
-firsts AS (
-    SELECT b.bidder_id, min(b.seq) AS first_seq
-      FROM a JOIN bid b ON b.auction_id = a.id AND b.seq <= a.upto
-     GROUP BY b.bidder_id
-),
-aliases AS (
-    SELECT bidder_id, row_number() OVER (ORDER BY first_seq) AS alias FROM firsts
 ),
 page AS (
     -- Walks (auction_id, seq) backwards from the cursor and stops at the
@@ -38,5 +29,5 @@ page AS (
 SELECT a.seller_id, p.seq, p.bidder_id, al.alias, p.amount, p.kind, p.max_amount, p.accepted_at
   FROM a
   LEFT JOIN page p ON true
-  LEFT JOIN aliases al ON al.bidder_id = p.bidder_id
+  LEFT JOIN bidder_alias al ON al.auction_id = a.id AND al.bidder_id = p.bidder_id
  ORDER BY p.seq DESC

@@ -32,6 +32,11 @@ row AS (
     INSERT INTO bid (auction_id, bidder_id, amount, kind, request_id, seq, accepted_at, end_time)
     SELECT id, leader_id, current_price, 'buy_now', $3, 1, end_time, end_time
       FROM bought
+),
+alias AS (
+    -- The buyer is the auction's only bidder.
+    INSERT INTO bidder_alias (auction_id, bidder_id, alias)
+    SELECT id, leader_id, 1 FROM bought
 )
 SELECT id, leader_id, current_price, bid_count, end_time, closed_at, reserve_price
   FROM bought
