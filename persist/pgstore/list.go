@@ -19,11 +19,14 @@ var (
 	listPriceSQL string
 )
 
-// searchWalk is how many index entries per item of a page a search tests
-// in the list's order before it asks the title index for the rest: past
-// it, the words match under one auction in a hundred, too few for a walk
-// to find a page quickly.
-const searchWalk = 100
+// searchWalk is how many index entries per item of a page a search may
+// test in the list's order before it asks the title index for the rest.
+// The walk stops at the page's last match, so a common word costs what it
+// finds; a rare one (under one title in 200 along the order) costs the
+// whole walk, then its few matches are fetched and sorted. 100 was too few:
+// a thousand auctions of a flash sale ending first pushed a common word
+// past the walk, into a sort of every match.
+const searchWalk = 200
 
 // ListAuctions reads one page of an auction list, as the database has it.
 // The statement runs unprepared: its optional filters are folded away only

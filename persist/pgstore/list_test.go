@@ -14,16 +14,16 @@ import (
 	"bidgate/persist/pgstore"
 )
 
-// A search walks the list's order for a hundred entries per item of the
-// page, then asks the title index for the rest: matches past the walk, in
+// A search walks the list's order for 200 entries per item of the page,
+// then asks the title index for the rest: matches past the walk, in
 // any order, come back in order and page without a gap, the same as matches
 // within it.
 func TestSearchFindsMatchesPastTheWalk(t *testing.T) {
 	db, _ := testdb.New(t, 4)
 	s := &pgstore.Store{DB: db}
 	ctx := context.Background()
-	const lots = 260
-	rare := map[int]bool{7: true, 130: true, 255: true}
+	const lots = 500
+	rare := map[int]bool{7: true, 300: true, 480: true}
 	ids := make([]int64, lots)
 	end := time.Now().Add(time.Hour).Truncate(time.Second)
 	for i := range lots {
@@ -39,15 +39,15 @@ func TestSearchFindsMatchesPastTheWalk(t *testing.T) {
 		}
 		ids[i] = a.ID
 	}
-	ascending := []int64{ids[7], ids[130], ids[255]}
-	descending := []int64{ids[255], ids[130], ids[7]}
+	ascending := []int64{ids[7], ids[300], ids[480]}
+	descending := []int64{ids[480], ids[300], ids[7]}
 	for _, tc := range []struct {
 		sort  bidgate.ListSort
 		q     string
 		limit int
 		want  []int64
 	}{
-		{bidgate.SortEnding, "rare", 1, ascending}, // a walk of 100: the last two matches lie past it
+		{bidgate.SortEnding, "rare", 1, ascending}, // a walk of 200 entries: the second match lies past it
 		{bidgate.SortEnding, "rare", 2, ascending},
 		{bidgate.SortEnding, "rare vase", 50, ascending},
 		{bidgate.SortNewest, "rare", 1, descending},

@@ -9,13 +9,13 @@
 -- A page is chosen on index columns alone: an index-only scan of the
 -- order's covering index (migration 0012), the title tested on the tsvector
 -- it carries; only the page's rows are then read. A search (q) walks the
--- order for at most $10 entries (`walked`): a common word fills a page
--- within a few hundred. Past them (`far`, run only when the walk came up
--- short) the matches are few, so the title's GIN index finds them all and
--- they are sorted: the sort key is an expression the order's index cannot
--- give, which keeps the planner from walking the whole order on an estimate
--- (it guesses a word it has no statistics for, a typo, as common).
-WITH walked AS MATERIALIZED (
+-- order (`walked`, streamed: it stops at the page's last match) for at most
+-- $10 entries. When the walk comes up short the words are rare, and the
+-- rest (`far`) come from the title's GIN index, sorted: the sort key is an
+-- expression the order's index cannot give, which keeps the planner from
+-- walking the whole order on an estimate (it guesses a word it has no
+-- statistics for, a typo, to be as common as the rarest word it knows).
+WITH walked AS NOT MATERIALIZED (
     SELECT id, end_time, ($3::text IS NULL OR title_tsv @@ websearch_to_tsquery('simple', $3)) AS hit
       FROM auction
      WHERE ($1::text IS NULL OR status = $1)
@@ -28,19 +28,20 @@ WITH walked AS MATERIALIZED (
      LIMIT $10
 ),
 near AS (
-    SELECT id, end_time FROM walked WHERE hit ORDER BY end_time, id LIMIT $9
+    -- Streamed: the walk stops at the page's last match.
+    SELECT id, end_time FROM walked WHERE hit LIMIT $9
 ),
 far AS (
     SELECT id, end_time
       FROM auction
-     WHERE (SELECT count(*) FROM near) < $9 AND (SELECT count(*) FROM walked) = $10
+     WHERE (SELECT count(*) FROM near) < $9
        AND title_tsv @@ websearch_to_tsquery('simple', $3)
        AND ($1::text IS NULL OR status = $1)
        AND ($2::bigint IS NULL OR seller_id = $2)
        AND ($4::timestamptz IS NULL OR end_time >= $4)
        AND ($5::timestamptz IS NULL OR end_time < $5)
        AND ($6::boolean IS NULL OR mode = CASE WHEN $6 THEN 'HOT' ELSE 'COLD' END)
-       AND (end_time, id) > (SELECT end_time, id FROM walked ORDER BY end_time DESC, id DESC LIMIT 1)
+       AND (end_time, id) > (SELECT end_time, id FROM walked OFFSET $10 - 1)
      ORDER BY end_time + INTERVAL '0 s', id
      LIMIT $9
 ),
