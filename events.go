@@ -115,13 +115,15 @@ func (b BidAccepted) Validate() error {
 	return nil
 }
 
-// The Kafka topics bidgate produces, all keyed by auction id so that one
-// auction's messages keep their order in one partition.
+// The Kafka topics bidgate produces, keyed by auction id so that one
+// auction's messages keep their order in one partition; bid-notifications
+// is keyed by the user's id instead, for the same of one user's notices.
 const (
 	TopicBidAccepted      = "bid-accepted"
 	TopicAuctionClosed    = "auction-closed"
 	TopicAuctionCancelled = "auction-cancelled"
+	TopicBidNotifications = "bid-notifications"
 )
 
 // Topics lists every topic bidgate uses.
-var Topics = []string{TopicBidAccepted, TopicAuctionClosed, TopicAuctionCancelled}
+var Topics = []string{TopicBidAccepted, TopicAuctionClosed, TopicAuctionCancelled, TopicBidNotifications}

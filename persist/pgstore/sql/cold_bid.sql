@@ -30,7 +30,7 @@ WITH arg AS (
            $4::uuid AS req, $5::text AS kind, $6::uuid AS auto_req
 ),
 locked AS (
-    SELECT a.id, a.current_price, a.min_increment, a.leader_id, a.leader_max, a.reserve_price
+    SELECT a.id, a.title, a.current_price, a.min_increment, a.leader_id, a.leader_max, a.reserve_price
       FROM auction a, arg
      WHERE a.id = arg.auction
        AND a.status = 'OPEN'
@@ -90,7 +90,24 @@ rows AS (
       FROM accepted
      WHERE rule = 'answered'
     RETURNING seq
+),
+-- The leader this bid took the lead from is told (bidgate.Notice, through
+-- the outbox, in this transaction); a bid the leader's proxy answered took
+-- nothing, and a leader's own raise is not a loss.
+noticed AS (
+    INSERT INTO outbox (topic, aggregate_id, payload)
+    SELECT 'bid-notifications', leader_id, jsonb_build_object(
+               'id', 'outbid-' || auction || '-' || bid_count, 'type', 'outbid', 'userId', leader_id,
+               'auctionId', auction, 'title', title, 'price', price::text, 'maxAmount', leader_max::text,
+               'at', to_char(last_bid_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
+      FROM accepted
+     WHERE rule = 'lead' AND leader_id IS NOT NULL
+    RETURNING id
+),
+-- Wakes the outbox relays when the bid commits.
+woken AS (
+    SELECT count(*) AS n FROM noticed CROSS JOIN LATERAL pg_notify('outbox', '')
 )
 SELECT bid_count - CASE rule WHEN 'answered' THEN 1 ELSE 0 END, last_bid_at, end_time,
        CASE rule WHEN 'answered' THEN value ELSE price END, rule <> 'answered', price, new_leader
-  FROM accepted
+  FROM accepted, woken
