@@ -70,7 +70,7 @@ SELECT auction_id, bidder_id, amount::text, kind, COALESCE(max_amount::text, '')
 	if err != nil {
 		return d, fmt.Errorf("read bids: %w", err)
 	}
-	rows, err = e.db.Query(ctx, `SELECT aggregate_id, topic, payload::text FROM outbox WHERE aggregate_id = ANY($1)`, all)
+	rows, err = e.db.Query(ctx, `SELECT aggregate_id, topic, payload::text FROM outbox WHERE aggregate_id = ANY($1) AND topic IN ('auction-closed', 'auction-cancelled')`, all)
 	if err != nil {
 		return d, fmt.Errorf("read outbox: %w", err)
 	}

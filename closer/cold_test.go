@@ -173,10 +173,10 @@ SELECT max(closed_at) - max(end_time), max(closed_at) - min(end_time), max(close
 	if early := count(t, e.db, `SELECT count(*) FROM auction WHERE closed_at IS NULL OR closed_at < end_time`); early != 0 {
 		t.Fatalf("%d auctions closed before their end (or without closed_at)", early)
 	}
-	if c := count(t, e.db, `SELECT count(*) FROM outbox`); c != n {
+	if c := count(t, e.db, `SELECT count(*) FROM outbox WHERE topic = 'auction-closed'`); c != n {
 		t.Fatalf("%d outbox rows, want %d", c, n)
 	}
-	if c := count(t, e.db, `SELECT count(DISTINCT aggregate_id) FROM outbox`); c != n {
+	if c := count(t, e.db, `SELECT count(DISTINCT aggregate_id) FROM outbox WHERE topic = 'auction-closed'`); c != n {
 		t.Fatalf("%d auctions in the outbox, want %d", c, n)
 	}
 	rows := map[int64]row{}

@@ -3,7 +3,9 @@ package closer
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -144,7 +146,9 @@ type outboxRow struct {
 
 func readOutbox(t testing.TB, db *pgxpool.Pool, where string, args ...any) []outboxRow {
 	t.Helper()
-	rows, err := db.Query(ctx, `SELECT id, aggregate_id, topic, payload, published_at IS NOT NULL FROM outbox WHERE `+where+` ORDER BY id`, args...)
+	// Auction events only: closes also add notices (noticesOf).
+	rows, err := db.Query(ctx, `SELECT id, aggregate_id, topic, payload, published_at IS NOT NULL FROM outbox
+WHERE topic <> 'bid-notifications' AND (`+where+`) ORDER BY id`, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,4 +249,44 @@ func leaderOf(u bidgate.StateUpdate) *int64 {
 		return nil
 	}
 	return &u.LeaderID
+}
+
+// noticesOf is the notices auction id's close put in the outbox (not its
+// bids' outbid notices), as
+// "type:user", sorted; each must be a valid bidgate.Notice keyed by its
+// user, at the final price, naming only its user's own maximum.
+func noticesOf(t testing.TB, db *pgxpool.Pool, id int64) []string {
+	t.Helper()
+	rows, err := db.Query(ctx, `SELECT aggregate_id, payload FROM outbox WHERE topic = 'bid-notifications' AND payload->>'type' <> 'outbid' AND (payload->>'auctionId')::bigint = $1`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var (
+			key     int64
+			payload []byte
+			n       bidgate.Notice
+		)
+		if err := rows.Scan(&key, &payload); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(payload, &n); err != nil {
+			t.Fatalf("notice %s: %v", payload, err)
+		}
+		price, err := bidgate.ParseMoney(n.Price)
+		if err != nil || bidgate.FormatMoney(price) != n.Price {
+			t.Fatalf("notice %s: price not in money's format", payload)
+		}
+		if err := n.Validate(); err != nil || n.UserID != key || n.ID != bidgate.NoticeID(n.Type, id, n.UserID, 0) {
+			t.Fatalf("notice %s (key %d): %v", payload, key, err)
+		}
+		out = append(out, fmt.Sprintf("%s:%d", n.Type, n.UserID))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
 }

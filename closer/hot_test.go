@@ -67,7 +67,7 @@ func TestHotClose(t *testing.T) {
 				if got := testutil.ToFloat64(e.closer.metrics.extensions) - extensions; got != 1 {
 					t.Fatalf("%v extensions counted, want 1", got)
 				}
-				if c := count(t, e.db, `SELECT count(*) FROM outbox WHERE aggregate_id = $1`, a.ID); c != 0 {
+				if c := count(t, e.db, `SELECT count(*) FROM outbox WHERE aggregate_id = $1 AND topic = 'auction-closed'`, a.ID); c != 0 {
 					t.Fatalf("%d outbox rows for an open auction", c)
 				}
 				// No longer due: the next pass leaves it alone.
@@ -129,7 +129,7 @@ func TestHotCrashBetweenRedisAndPostgres(t *testing.T) {
 		if r := readRow(t, e.db, a.ID); r.status != bidgate.StatusOpen || r.leader != nil {
 			t.Fatalf("after the crash the row is %s with leader %v, want untouched", r.status, fmtLeader(r.leader))
 		}
-		if c := count(t, e.db, `SELECT count(*) FROM outbox`); c != 0 {
+		if c := count(t, e.db, `SELECT count(*) FROM outbox WHERE topic = 'auction-closed'`); c != 0 {
 			t.Fatalf("%d outbox rows after a rolled back close", c)
 		}
 		if status := e.rdb.HGet(ctx, redisstore.KeysOf(a.ID).State, "status").Val(); status != "CLOSED" {
@@ -151,7 +151,7 @@ func TestHotCrashBetweenRedisAndPostgres(t *testing.T) {
 	if n, err := restarted.CloseDue(ctx); err != nil || n != 0 {
 		t.Fatalf("third pass closed %d: %v", n, err)
 	}
-	if c := count(t, e.db, `SELECT count(*) FROM outbox`); c != 1 {
+	if c := count(t, e.db, `SELECT count(*) FROM outbox WHERE topic = 'auction-closed'`); c != 1 {
 		t.Fatalf("%d outbox rows, want 1", c)
 	}
 }
@@ -263,7 +263,7 @@ func TestHotClosePersistsBidsFirst(t *testing.T) {
 	if got := testutil.ToFloat64(e.closer.metrics.waiting); got != 1 {
 		t.Fatalf("bidgate_closer_unsettled_hot_auctions = %v, want 1", got)
 	}
-	if c := count(t, e.db, `SELECT count(*) FROM outbox WHERE aggregate_id = $1`, lost.ID); c != 0 {
+	if c := count(t, e.db, `SELECT count(*) FROM outbox WHERE aggregate_id = $1 AND topic = 'auction-closed'`, lost.ID); c != 0 {
 		t.Fatalf("%d outbox rows for an unsettled auction", c)
 	}
 	if _, err := e.shards.PlaceBid(ctx, bidRequest(lost.ID, 9, "1000")); !errors.Is(err, bidgate.ErrAuctionClosed) {

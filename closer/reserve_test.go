@@ -3,6 +3,7 @@ package closer
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 // TestReserveAtClose: an auction that ends below its hidden reserve closes
 // with no winner (winnerId null, reserveMet false in the event); one that
 // reaches it names its winner (reserveMet true); the reserve itself is in
-// no event. Cold and hot.
+// no event, nor in a notice. Cold and hot.
 func TestReserveAtClose(t *testing.T) {
 	e := newEnv(t, 4, Config{})
 	for _, hot := range []bool{false, true} {
@@ -25,10 +26,15 @@ func TestReserveAtClose(t *testing.T) {
 			winner *int64
 			price  string
 			nBids  int64
+			// notices is what the close tells whom, "type:user" sorted
+			// (the seller is 9000007).
+			notices []string
 		}{
-			{name: "below the reserve", bids: []string{"120", "150"}, met: false, price: "150.00", nBids: 2},
-			{name: "at the reserve", bids: []string{"120", "180"}, met: true, winner: ptr(2), price: "180.00", nBids: 2},
-			{name: "no bid", met: false, price: "100.00"},
+			{name: "below the reserve", bids: []string{"120", "150"}, met: false, price: "150.00", nBids: 2,
+				notices: []string{"lost:1", "lost:2", "unsold:9000007"}},
+			{name: "at the reserve", bids: []string{"120", "180"}, met: true, winner: ptr(2), price: "180.00", nBids: 2,
+				notices: []string{"lost:1", "sold:9000007", "won:2"}},
+			{name: "no bid", met: false, price: "100.00", notices: []string{"unsold:9000007"}},
 		} {
 			name := map[bool]string{false: "cold", true: "hot"}[hot] + ": " + tc.name
 			t.Run(name, func(t *testing.T) {
@@ -55,6 +61,9 @@ func TestReserveAtClose(t *testing.T) {
 				if ev.ReserveMet == nil || *ev.ReserveMet != tc.met || !equalLeader(ev.WinnerID, tc.winner) ||
 					ev.FinalPrice != tc.price || ev.BidCount != tc.nBids {
 					t.Fatalf("event %s; want reserveMet %v, winner %v, price %s", events[0].payload, tc.met, fmtLeader(tc.winner), tc.price)
+				}
+				if got := noticesOf(t, e.db, a.ID); !slices.Equal(got, tc.notices) {
+					t.Fatalf("notices %v, want %v", got, tc.notices)
 				}
 				// The reserve (180) shows only as the price that met it.
 				var fields map[string]any

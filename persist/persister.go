@@ -130,18 +130,24 @@ func (p *Persister) Run(ctx context.Context) error {
 }
 
 // fetch waits for one message, then takes what follows within MaxWait, up
-// to MaxBatch. An error after the first message ends the batch early; the
-// error comes back with the messages already fetched.
+// to MaxBatch (fetchBatch).
 func (p *Persister) fetch(ctx context.Context) ([]kafka.Message, error) {
-	first, err := p.r.FetchMessage(ctx)
+	return fetchBatch(ctx, p.r, p.cfg.MaxBatch, p.cfg.MaxWait)
+}
+
+// fetchBatch waits for one message, then takes what follows within wait,
+// up to max. An error after the first message ends the batch early; the
+// error comes back with the messages already fetched.
+func fetchBatch(ctx context.Context, r Reader, max int, wait time.Duration) ([]kafka.Message, error) {
+	first, err := r.FetchMessage(ctx)
 	if err != nil {
 		return nil, err
 	}
 	msgs := []kafka.Message{first}
-	fill, cancel := context.WithTimeout(ctx, p.cfg.MaxWait)
+	fill, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	for len(msgs) < p.cfg.MaxBatch {
-		m, err := p.r.FetchMessage(fill)
+	for len(msgs) < max {
+		m, err := r.FetchMessage(fill)
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 				break

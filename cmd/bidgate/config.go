@@ -224,7 +224,8 @@ func (c *config) check() error {
 
 // checkEvents makes sure a node that produces Kafka messages signs them and
 // one that persists them verifies them: the relay role needs
-// --event-signing-key, the persister role it or --event-verify-keys.
+// --event-signing-key, the persister and notifier roles it or
+// --event-verify-keys.
 // --insecure-cluster lifts both (nothing signed, nothing checked).
 func (c *config) checkEvents() error {
 	e := c.Events
@@ -235,6 +236,8 @@ func (c *config) checkEvents() error {
 		return errors.New("the relay role needs --event-signing-key (or BIDGATE_EVENT_SIGNING_KEY), the same on every node: it signs the Kafka messages; openssl rand -base64 32 makes one. --insecure-cluster runs without it (development only)")
 	case c.Roles[rolePersister] && e.SigningKey == "" && e.VerifyKeys == "":
 		return errors.New("the persister role needs --event-verify-keys (or --event-signing-key) to check the Kafka messages. --insecure-cluster runs without (development only)")
+	case c.Roles[roleNotifier] && e.SigningKey == "" && e.VerifyKeys == "":
+		return errors.New("the notifier role needs --event-verify-keys (or --event-signing-key) to check the Kafka messages. --insecure-cluster runs without (development only)")
 	}
 	return nil
 }

@@ -357,7 +357,7 @@ func TestEndToEnd(t *testing.T) {
 	// copies come; the marking announces itself to nobody.
 	eventually(t, 30*time.Second, "the outbox row published", func() error {
 		var published bool
-		if err := db.QueryRow(context.Background(), `SELECT COALESCE(bool_and(published_at IS NOT NULL), false) FROM outbox WHERE aggregate_id = $1`, id).Scan(&published); err != nil {
+		if err := db.QueryRow(context.Background(), `SELECT COALESCE(bool_and(published_at IS NOT NULL), false) FROM outbox WHERE aggregate_id = $1 AND topic = 'auction-closed'`, id).Scan(&published); err != nil {
 			t.Fatal(err)
 		}
 		if !published {

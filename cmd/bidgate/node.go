@@ -161,13 +161,18 @@ func (n *node) startPipeline(roles *background, members *ring.Ring) *persist.Rel
 	if n.cfg.Roles[roleRelay] {
 		relay = n.bidRelay(members)
 		roles.run(relay.Run)
-		for _, topic := range []string{bidgate.TopicAuctionClosed, bidgate.TopicAuctionCancelled} {
+		for _, topic := range []string{bidgate.TopicAuctionClosed, bidgate.TopicAuctionCancelled, bidgate.TopicBidNotifications} {
 			roles.run(n.outboxRelay(topic).Run)
 		}
 	}
 	if n.cfg.Roles[rolePersister] {
 		roles.run(n.persister().Run)
 		roles.run(n.reconciler().Run)
+	}
+	if n.cfg.Roles[roleNotifier] {
+		notifier := n.notifier()
+		roles.run(notifier.Run)
+		roles.run(notifier.RunRetention)
 	}
 	if n.cfg.Roles.needKafka() && n.cfg.Kafka.Brokers != "" {
 		roles.run(func(ctx context.Context) error { n.createTopics(ctx); return nil })
@@ -228,6 +233,12 @@ func (n *node) persister() *persist.Persister {
 	r := kafka.NewReader(n.brokers, bidgate.TopicBidAccepted, n.cfg.Kafka.PersisterGroup, n.kafkaSec)
 	n.cleanup = append(n.cleanup, func() { r.Close() })
 	return persist.NewPersister(n.db, n.rdb, r, persist.PersisterConfig{Verifier: n.eventVerifier, Log: n.log}, n.reg)
+}
+
+func (n *node) notifier() *persist.Notifier {
+	r := kafka.NewReader(n.brokers, bidgate.TopicBidNotifications, n.cfg.Kafka.NotifierGroup, n.kafkaSec)
+	n.cleanup = append(n.cleanup, func() { r.Close() })
+	return persist.NewNotifier(n.db, n.rdb, r, persist.NotifierConfig{Verifier: n.eventVerifier, Log: n.log}, n.reg)
 }
 
 func (n *node) reconciler() *persist.Reconciler {

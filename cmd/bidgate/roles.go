@@ -15,9 +15,10 @@ const (
 	rolePersister = "persister" // Kafka bid-accepted -> PostgreSQL
 	roleCloser    = "closer"    // closing ended auctions, writing the outbox
 	roleRelay     = "relay"     // Redis bid logs -> Kafka, outbox -> Kafka
+	roleNotifier  = "notifier"  // Kafka bid-notifications -> PostgreSQL and users' channels
 )
 
-var allRoles = []string{roleGateway, roleShard, rolePersister, roleCloser, roleRelay}
+var allRoles = []string{roleGateway, roleShard, rolePersister, roleCloser, roleRelay, roleNotifier}
 
 // roleSet is the --roles flag.
 type roleSet map[string]bool
@@ -52,7 +53,7 @@ func (r roleSet) Set(s string) error {
 	return nil
 }
 
-func (r roleSet) needKafka() bool { return r[rolePersister] || r[roleRelay] }
+func (r roleSet) needKafka() bool { return r[rolePersister] || r[roleRelay] || r[roleNotifier] }
 
 func (r roleSet) check() error {
 	if len(r) == 0 {

@@ -28,6 +28,7 @@ func (k *Kafka) Register(fs *FlagSet) {
 	fs.IntVar(&k.Partitions, "kafka-partitions", d.Partitions, "partitions of the topics bidgate creates")
 	fs.IntVar(&k.Replication, "kafka-replication", d.Replication, "replication factor of the topics bidgate creates on a real cluster")
 	fs.StringVar(&k.PersisterGroup, "persister-group", d.PersisterGroup, "Kafka consumer group of the persisters")
+	fs.StringVar(&k.NotifierGroup, "notifier-group", d.NotifierGroup, "Kafka consumer group of the notifiers")
 	fs.BoolVar(&k.TLS, "kafka-tls", false, "connect to Kafka over TLS")
 	fs.StringVar(&k.TLSCA, "kafka-tls-ca", "", "PEM file of the CA the Kafka brokers' certificates chain to (implies --kafka-tls; empty: the system's roots)")
 	fs.StringVar(&k.SASL.Mechanism, "kafka-sasl-mechanism", "", "Kafka SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: none)")

@@ -14,6 +14,9 @@ type Config struct {
 	// PersisterGroup is the consumer group the persisters share the
 	// bid-accepted partitions in.
 	PersisterGroup string
+	// NotifierGroup is the consumer group the notifiers share the
+	// partitions of bid-notifications in.
+	NotifierGroup string
 	// EmbeddedPort is the loopback port of the broker a node starts when
 	// it is given no Kafka cluster; 0 picks a free one.
 	EmbeddedPort int
@@ -29,7 +32,7 @@ const MaxPartitions = 1024
 // DefaultConfig is the one statement of the Kafka defaults: the command
 // line's flags take theirs from it.
 func DefaultConfig() Config {
-	return Config{Partitions: 8, Replication: 1, PersisterGroup: "bidgate-persister", EmbeddedPort: 0, StandalonePort: 9092}
+	return Config{Partitions: 8, Replication: 1, PersisterGroup: "bidgate-persister", NotifierGroup: "bidgate-notifier", EmbeddedPort: 0, StandalonePort: 9092}
 }
 
 // Validate reports topics bidgate cannot create and ports no broker can

@@ -22,6 +22,8 @@ var (
 	settleHotSQL string
 	//go:embed sql/extend_hot.sql
 	extendHotSQL string
+	//go:embed sql/insert_close_notices.sql
+	insertCloseNoticesSQL string
 )
 
 // Closed is an auction as the statement that closed it returned it: the
@@ -63,7 +65,32 @@ func (s *Store) AddClosedEvents(ctx context.Context, topic string, closed []Clos
 		}
 		events[i] = Event{AggregateID: c.ID, Payload: b}
 	}
-	return s.AddEvents(ctx, topic, events)
+	if err := s.AddEvents(ctx, topic, events); err != nil {
+		return err
+	}
+	return s.addCloseNotices(ctx, closed)
+}
+
+// addCloseNotices writes the notices of the closes (won, lost, sold or
+// unsold) to the outbox, in the closing transaction like their event: the
+// winner is the event's, so below the reserve nobody wins.
+func (s *Store) addCloseNotices(ctx context.Context, closed []Closed) error {
+	if len(closed) == 0 {
+		return nil
+	}
+	ids, winners := make([]int64, len(closed)), make([]int64, len(closed))
+	prices, at := make([]decimal.Decimal, len(closed)), make([]time.Time, len(closed))
+	for i, c := range closed {
+		e := c.Event()
+		ids[i], prices[i], at[i] = c.ID, c.Price, c.ClosedAt
+		if e.WinnerID != nil {
+			winners[i] = *e.WinnerID
+		}
+	}
+	if _, err := s.DB.Exec(ctx, insertCloseNoticesSQL, ids, winners, prices, at); err != nil {
+		return fmt.Errorf("add the notices of %d closed auctions: %w", len(closed), err)
+	}
+	return nil
 }
 
 // CloseDueCold closes up to limit cold auctions whose end has passed by the

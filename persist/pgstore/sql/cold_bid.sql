@@ -98,7 +98,7 @@ noticed AS (
     INSERT INTO outbox (topic, aggregate_id, payload)
     SELECT 'bid-notifications', leader_id, jsonb_build_object(
                'id', 'outbid-' || auction || '-' || bid_count, 'type', 'outbid', 'userId', leader_id,
-               'auctionId', auction, 'title', title, 'price', price::text, 'maxAmount', leader_max::text,
+               'auctionId', auction, 'title', title, 'price', price::numeric(14,2)::text, 'maxAmount', leader_max::numeric(14,2)::text,
                'at', to_char(last_bid_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
       FROM accepted
      WHERE rule = 'lead' AND leader_id IS NOT NULL

@@ -1,0 +1,227 @@
+package persist
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
+	"golang.org/x/time/rate"
+
+	"bidgate"
+	"bidgate/internal/retry"
+	pkafka "bidgate/persist/kafka"
+	"bidgate/persist/pgstore"
+	"bidgate/persist/redisstore"
+)
+
+// NotifierConfig tunes a Notifier. Zero values take DefaultNotifierConfig's.
+type NotifierConfig struct {
+	MaxBatch int           // messages per transaction
+	MaxWait  time.Duration // how long a batch waits to fill after its first message
+	// Keep is how long a stored notice is kept; RetentionEvery how often
+	// older ones are deleted, RetentionBatch at most per statement.
+	Keep           time.Duration
+	RetentionEvery time.Duration
+	RetentionBatch int
+	// Verifier checks every message's signature; nil verifies nothing (an
+	// insecure cluster).
+	Verifier *pkafka.Verifier
+	Log      *slog.Logger
+}
+
+// DefaultNotifierConfig is the one statement of the notifier's defaults.
+func DefaultNotifierConfig() NotifierConfig {
+	return NotifierConfig{MaxBatch: 1000, MaxWait: 10 * time.Millisecond, Keep: 30 * 24 * time.Hour,
+		RetentionEvery: time.Minute, RetentionBatch: 5000, Log: slog.Default()}
+}
+
+func (c NotifierConfig) withDefaults() NotifierConfig {
+	d := DefaultNotifierConfig()
+	c.MaxBatch = cmp.Or(c.MaxBatch, d.MaxBatch)
+	c.MaxWait = cmp.Or(c.MaxWait, d.MaxWait)
+	c.Keep = cmp.Or(c.Keep, d.Keep)
+	c.RetentionEvery = cmp.Or(c.RetentionEvery, d.RetentionEvery)
+	c.RetentionBatch = cmp.Or(c.RetentionBatch, d.RetentionBatch)
+	c.Log = cmp.Or(c.Log, d.Log)
+	return c
+}
+
+// Notifier stores the notices of bid-notifications in PostgreSQL, one
+// transaction per fetched batch, then publishes the ones it stored on their
+// users' Redis channels, then commits the Kafka offsets: a crash in between
+// delivers the batch again, and a notice's id (derived from its cause)
+// makes the second store a no-op. Several notifiers in one consumer group
+// share the partitions. Publishing is best effort: a user connected when
+// Redis fails reads the notice back from the list.
+type Notifier struct {
+	db        *pgxpool.Pool
+	store     *pgstore.Store
+	rdb       *redisstore.Store
+	r         Reader
+	cfg       NotifierConfig
+	metrics   *notifierMetrics
+	rejectLog rate.Sometimes
+}
+
+// NewNotifier returns a Notifier reading r, metrics on reg.
+func NewNotifier(db *pgxpool.Pool, rdb redis.UniversalClient, r Reader, cfg NotifierConfig, reg prometheus.Registerer) *Notifier {
+	cfg = cfg.withDefaults()
+	return &Notifier{db: db, store: &pgstore.Store{DB: db}, rdb: redisstore.New(rdb), r: r, cfg: cfg,
+		metrics: newNotifierMetrics(reg), rejectLog: rate.Sometimes{Interval: 10 * time.Second}}
+}
+
+// Run stores notices until ctx ends, and returns nil then; failures are
+// retried after a back-off, with the same batch.
+func (n *Notifier) Run(ctx context.Context) error {
+	var pending []kafka.Message
+	loop := retry.Loop{Task: "store notices from Kafka", Log: n.cfg.Log}
+	return loop.Run(ctx, func(ctx context.Context) (bool, error) {
+		if pending == nil {
+			msgs, err := fetchBatch(ctx, n.r, n.cfg.MaxBatch, n.cfg.MaxWait)
+			if err != nil && len(msgs) == 0 {
+				n.metrics.errors.WithLabelValues("kafka").Inc()
+				return false, fmt.Errorf("fetch notices from Kafka: %w", err)
+			}
+			pending = msgs
+		}
+		if err := n.deliver(ctx, pending); err != nil {
+			return false, fmt.Errorf("store %d notices: %w", len(pending), err)
+		}
+		msgs := pending
+		pending = nil
+		if err := n.r.CommitMessages(ctx, msgs...); err != nil && ctx.Err() == nil {
+			n.metrics.errors.WithLabelValues("kafka").Inc()
+			return false, fmt.Errorf("commit offsets: %w", err)
+		}
+		return true, nil
+	})
+}
+
+// deliver stores a batch's valid notices and publishes the new ones.
+func (n *Notifier) deliver(ctx context.Context, msgs []kafka.Message) error {
+	notices := make([]bidgate.Notice, 0, len(msgs))
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		if !n.cfg.Verifier.Verify(m) {
+			n.reject("signature", m, errors.New("bad or missing signature"))
+			continue
+		}
+		var x bidgate.Notice
+		err := json.Unmarshal(m.Value, &x)
+		if err == nil {
+			err = x.Validate()
+		}
+		if err == nil && string(m.Key) != strconv.FormatInt(x.UserID, 10) {
+			err = errors.New("key is not the notice's user")
+		}
+		if err != nil {
+			n.reject("malformed", m, err)
+			continue
+		}
+		if !seen[x.ID] {
+			seen[x.ID] = true
+			notices = append(notices, x)
+		}
+	}
+	if len(notices) == 0 {
+		return nil
+	}
+	var stored map[string]bool
+	err := pgstore.InTx(ctx, n.db, func(tx pgx.Tx) (err error) {
+		stored, err = pgstore.StoreNotices(ctx, tx, notices)
+		return err
+	})
+	if err != nil {
+		n.metrics.errors.WithLabelValues("postgres").Inc()
+		return err
+	}
+	now := time.Now()
+	fresh := notices[:0]
+	for _, x := range notices {
+		if stored[x.ID] {
+			fresh = append(fresh, x)
+			n.metrics.stored.WithLabelValues(string(x.Type)).Inc()
+			n.metrics.storeLag.Observe(now.Sub(x.At).Seconds())
+		}
+	}
+	if err := n.rdb.PublishNotices(ctx, fresh); err != nil {
+		n.metrics.errors.WithLabelValues("redis").Inc()
+		n.cfg.Log.Warn("publishing notices failed; their users read them from the list", "notices", len(fresh), "err", err)
+	}
+	return nil
+}
+
+// reject counts a dropped message and logs it, rate-limited.
+func (n *Notifier) reject(reason string, m kafka.Message, err error) {
+	n.metrics.rejected.WithLabelValues(reason).Inc()
+	n.rejectLog.Do(func() {
+		n.cfg.Log.Error("dropped bid-notifications messages bidgate did not write (logged at most every 10s; see bidgate_notifier_rejected_messages_total)",
+			"reason", reason, "partition", m.Partition, "offset", m.Offset, "err", err)
+	})
+}
+
+// RunRetention deletes notices older than Keep every RetentionEvery, in
+// batches of RetentionBatch, until ctx ends. Several may run at once.
+func (n *Notifier) RunRetention(ctx context.Context) error {
+	t := time.NewTicker(n.cfg.RetentionEvery)
+	defer t.Stop()
+	for {
+		for {
+			deleted, err := n.store.DeleteOldNotices(ctx, n.cfg.Keep, n.cfg.RetentionBatch)
+			if err != nil {
+				if ctx.Err() == nil {
+					n.metrics.errors.WithLabelValues("postgres").Inc()
+					n.cfg.Log.Warn("deleting old notices failed; retrying at the next pass", "err", err)
+				}
+				break
+			}
+			n.metrics.deleted.Add(float64(deleted))
+			if deleted < int64(n.cfg.RetentionBatch) {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+type notifierMetrics struct {
+	stored, rejected, errors *prometheus.CounterVec
+	deleted                  prometheus.Counter
+	storeLag                 prometheus.Histogram
+}
+
+func newNotifierMetrics(reg prometheus.Registerer) *notifierMetrics {
+	f := promauto.With(reg)
+	m := &notifierMetrics{
+		stored: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "bidgate_notices_stored_total", Help: "Notices stored for their users (each once, however often delivered), by type."}, []string{"type"}),
+		rejected: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "bidgate_notifier_rejected_messages_total", Help: "bid-notifications messages dropped unstored, by reason: signature (not signed by an event-verifying key) or malformed."}, []string{"reason"}),
+		errors: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "bidgate_notifier_errors_total", Help: "Notifier failures, retried, by the dependency that failed (kafka, postgres, redis)."}, []string{"dependency"}),
+		deleted: f.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_notices_deleted_total", Help: "Notices deleted by the retention job (older than the retention)."}),
+		storeLag: f.NewHistogram(prometheus.HistogramOpts{
+			Name: "bidgate_notice_store_lag_seconds", Help: "From a notice's cause (its store's time) to the notice stored.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
+	}
+	for _, t := range bidgate.NoticeTypes {
+		m.stored.WithLabelValues(string(t))
+	}
+	return m
+}

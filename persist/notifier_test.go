@@ -1,0 +1,171 @@
+package persist_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/shopspring/decimal"
+
+	"bidgate"
+	"bidgate/internal/testmetrics"
+	"bidgate/persist"
+	"bidgate/persist/kafka"
+	"bidgate/persist/redisstore"
+)
+
+// notifier starts a notifier verifying with v, metrics on its own registry.
+func (p *pipeline) notifier(v *kafka.Verifier) *prometheus.Registry {
+	r := kafka.NewReader(p.broker.Addrs(), bidgate.TopicBidNotifications, "notifier", kafka.Security{})
+	p.closeAtEnd("reader", r.Close)
+	reg := prometheus.NewRegistry()
+	p.run(persist.NewNotifier(p.db, p.rdb, r, persist.NotifierConfig{Verifier: v}, reg).Run)
+	return reg
+}
+
+// subscribe listens to user's notice channel until the test ends.
+func (p *pipeline) subscribe(user int64) <-chan *redis.Message {
+	p.t.Helper()
+	sub := p.rdb.SSubscribe(context.Background(), redisstore.NoticeChannel(user))
+	if _, err := sub.Receive(context.Background()); err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(func() { _ = sub.Close() })
+	return sub.Channel()
+}
+
+// nextNotice reads the next notice published on ch.
+func nextNotice(t *testing.T, ch <-chan *redis.Message) bidgate.Notice {
+	t.Helper()
+	select {
+	case m := <-ch:
+		var n bidgate.Notice
+		if err := json.Unmarshal([]byte(m.Payload), &n); err != nil {
+			t.Fatalf("published notice %q: %v", m.Payload, err)
+		}
+		return n
+	case <-time.After(30 * time.Second):
+		t.Fatal("no notice published within 30s")
+	}
+	return bidgate.Notice{}
+}
+
+// A cold bid that takes the lead reaches the replaced leader: the outbox
+// relay (signing) to bid-notifications, the notifier (verifying) to
+// PostgreSQL and the leader's Redis channel.
+func TestOutbidNoticeReachesTheUser(t *testing.T) {
+	p := newPipeline(t)
+	signer, verifier := eventKeys(t, "0123456789abcdef0123456789abcdef")
+	w := kafka.NewWriter(p.broker.Addrs(), bidgate.TopicBidNotifications, kafka.Security{})
+	p.closeAtEnd("writer", w.Close)
+	p.run(persist.NewOutboxRelay(p.db, w, persist.OutboxConfig{Topic: bidgate.TopicBidNotifications, Signer: signer}, prometheus.NewRegistry()).Run)
+	reg := p.notifier(verifier)
+
+	a, err := p.shard.CreateAuction(context.Background(), bidgate.NewAuction{SellerID: 9_000_001, Title: "cold lot",
+		StartPrice: decimal.NewFromInt(100), MinIncrement: decimal.NewFromInt(1), EndTime: time.Now().Add(time.Hour), ExtendBy: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const alice, bob = 8_000_001, 8_000_002
+	notices := p.subscribe(alice)
+	p.place(a, alice, 110)
+	p.place(a, bob, 120)
+	n := nextNotice(t, notices)
+	want := bidgate.Notice{ID: fmt.Sprintf("outbid-%d-2", a.ID), Type: bidgate.NoticeOutbid, UserID: alice, AuctionID: a.ID,
+		Title: "cold lot", Price: "120.00", MaxAmount: "110.00", At: n.At}
+	if n != want || n.At.IsZero() {
+		t.Fatalf("published %+v, want %+v", n, want)
+	}
+	if got := p.storedNotices(alice); len(got) != 1 || got[0] != want.ID {
+		t.Fatalf("stored %v, want [%s]", got, want.ID)
+	}
+	if v := testmetrics.Value(t, reg, "bidgate_notices_stored_total", "type", "outbid"); v != 1 {
+		t.Fatalf("stored metric %v, want 1", v)
+	}
+}
+
+// The notifier stores a notice once however often it comes, publishes it
+// once, and drops what bidgate did not sign or what is not what it claims
+// (a key that is not the notice's user, an unknown type).
+func TestNotifierStoresOnceAndDropsForgeries(t *testing.T) {
+	p := newPipeline(t)
+	signer, verifier := eventKeys(t, "0123456789abcdef0123456789abcdef")
+	forgerKey, _ := eventKeys(t, "fedcba9876543210fedcba9876543210")
+	const user = 8_000_003
+	ch := p.subscribe(user)
+	reg := p.notifier(verifier)
+	at := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	notice := func(id string, typ bidgate.NoticeType) bidgate.Notice {
+		return bidgate.Notice{ID: id, Type: typ, UserID: user, AuctionID: 5, Title: "lot", Price: "10.00", At: at}
+	}
+	message := func(n bidgate.Notice, key int64, s *kafka.Signer) kafkago.Message {
+		v, err := json.Marshal(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := kafkago.Message{Key: []byte(strconv.FormatInt(key, 10)), Value: v}
+		s.Sign(&m, bidgate.TopicBidNotifications)
+		return m
+	}
+	w := kafka.NewWriter(p.broker.Addrs(), bidgate.TopicBidNotifications, kafka.Security{})
+	p.closeAtEnd("writer", w.Close)
+	// One key, one partition: in this order.
+	msgs := []kafkago.Message{
+		message(notice("outbid-5-2", bidgate.NoticeOutbid), user, signer),
+		message(notice("outbid-5-2", bidgate.NoticeOutbid), user, signer),    // again
+		message(notice("outbid-5-3", bidgate.NoticeOutbid), user, forgerKey), // not bidgate's
+		message(notice("won-5", "crowned"), user, signer),                    // no such type
+		message(notice("won-5", bidgate.NoticeWon), user, signer),
+	}
+	other := notice("outbid-5-4", bidgate.NoticeOutbid)
+	other.UserID = user + 1 // keyed by user, for user + 1
+	msgs = append(msgs[:3], append([]kafkago.Message{message(other, user, signer)}, msgs[3:]...)...)
+	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
+		t.Fatal(err)
+	}
+	if n := nextNotice(t, ch); n.ID != "outbid-5-2" {
+		t.Fatalf("first notice published %s, want outbid-5-2", n.ID)
+	}
+	if n := nextNotice(t, ch); n.ID != "won-5" {
+		t.Fatalf("second notice published %s, want won-5 (outbid-5-2 once, the rest dropped)", n.ID)
+	}
+	if got := p.storedNotices(user); fmt.Sprint(got) != "[outbid-5-2 won-5]" {
+		t.Fatalf("stored %v, want [outbid-5-2 won-5]", got)
+	}
+	if got := p.storedNotices(user + 1); len(got) != 0 {
+		t.Fatalf("stored for user+1: %v", got)
+	}
+	for reason, want := range map[string]float64{"signature": 1, "malformed": 2} {
+		if v := testmetrics.Value(t, reg, "bidgate_notifier_rejected_messages_total", "reason", reason); v != want {
+			t.Fatalf("rejected (%s) %v, want %v", reason, v, want)
+		}
+	}
+}
+
+// storedNotices lists user's stored notice ids in the order stored.
+func (p *pipeline) storedNotices(user int64) []string {
+	p.t.Helper()
+	rows, err := p.db.Query(context.Background(), `SELECT id FROM notification WHERE user_id = $1 ORDER BY n`, user)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			p.t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		p.t.Fatal(err)
+	}
+	return ids
+}

@@ -1,0 +1,69 @@
+package pgstore
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/shopspring/decimal"
+
+	"bidgate"
+)
+
+var (
+	//go:embed sql/store_notices.sql
+	storeNoticesSQL string
+	//go:embed sql/lock_notices.sql
+	lockNoticesSQL string
+	//go:embed sql/delete_old_notices.sql
+	deleteOldNoticesSQL string
+)
+
+// StoreNotices stores notices (validated) in tx, skipping any already
+// stored, and returns the ids it stored. It holds a lock until tx ends, so
+// that notices are numbered in the order they commit.
+func StoreNotices(ctx context.Context, tx pgx.Tx, notices []bidgate.Notice) (map[string]bool, error) {
+	n := len(notices)
+	ids, users, types := make([]string, n), make([]int64, n), make([]string, n)
+	auctions, titles := make([]int64, n), make([]string, n)
+	prices, maxes, at := make([]decimal.Decimal, n), make([]decimal.NullDecimal, n), make([]time.Time, n)
+	for i, x := range notices {
+		price, err := bidgate.ParseMoney(x.Price)
+		if err != nil {
+			return nil, fmt.Errorf("notice %s: price: %w", x.ID, err)
+		}
+		if x.MaxAmount != "" {
+			max, err := bidgate.ParseMoney(x.MaxAmount)
+			if err != nil {
+				return nil, fmt.Errorf("notice %s: maxAmount: %w", x.ID, err)
+			}
+			maxes[i] = decimal.NewNullDecimal(max)
+		}
+		ids[i], users[i], types[i], auctions[i], titles[i], prices[i], at[i] = x.ID, x.UserID, string(x.Type), x.AuctionID, x.Title, price, x.At
+	}
+	if _, err := tx.Exec(ctx, lockNoticesSQL); err != nil {
+		return nil, fmt.Errorf("lock the notices: %w", err)
+	}
+	rows, err := tx.Query(ctx, storeNoticesSQL, ids, users, types, auctions, titles, prices, maxes, at)
+	if err != nil {
+		return nil, fmt.Errorf("store %d notices: %w", n, err)
+	}
+	stored := map[string]bool{}
+	var id string
+	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { stored[id] = true; return nil }); err != nil {
+		return nil, fmt.Errorf("store %d notices: %w", n, err)
+	}
+	return stored, nil
+}
+
+// DeleteOldNotices deletes up to limit notices stored longer ago than
+// keep, oldest first, and returns how many.
+func (s *Store) DeleteOldNotices(ctx context.Context, keep time.Duration, limit int) (int64, error) {
+	tag, err := s.DB.Exec(ctx, deleteOldNoticesSQL, keep.Seconds(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete notices older than %v: %w", keep, err)
+	}
+	return tag.RowsAffected(), nil
+}

@@ -1,0 +1,81 @@
+package pgstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"bidgate"
+	"bidgate/internal/testdb"
+	"bidgate/persist/pgstore"
+)
+
+// A cold bid that takes the lead tells the leader it replaced, in its
+// transaction, through the outbox: with the new price and the replaced
+// leader's own maximum. A bid the leader's proxy answers replaced nobody,
+// and neither does a leader raising their own maximum.
+func TestColdBidTellsTheLeaderItReplaced(t *testing.T) {
+	db, _ := testdb.New(t, 4)
+	s := &pgstore.Store{DB: db}
+	a := newLot(t, s, false) // starts at 100, increment 1
+	const alice, bob = 7_000_001, 7_000_002
+	for _, step := range []struct {
+		bidder int64
+		amount int64
+		proxy  bool
+		want   []string // the notices so far: "id user price max"
+	}{
+		{alice, 110, false, nil},
+		{bob, 120, false, []string{fmt.Sprintf("outbid-%d-2 %d 120.00 110.00", a.ID, alice)}},
+		{alice, 200, true, []string{fmt.Sprintf("outbid-%d-3 %d 121.00 120.00", a.ID, bob)}},
+		{bob, 150, false, nil}, // answered by alice's proxy: bob never led
+		{bob, 300, true, []string{fmt.Sprintf("outbid-%d-6 %d 201.00 200.00", a.ID, alice)}},
+		{bob, 400, true, nil}, // bob raises his own maximum
+	} {
+		before := outbidNotices(t, db, a.ID)
+		coldBid(t, s, a.ID, step.bidder, step.amount, step.proxy)
+		got := outbidNotices(t, db, a.ID)[len(before):]
+		if !slices.Equal(got, step.want) {
+			t.Fatalf("after %d's bid of %d (proxy %v): notices %v, want %v", step.bidder, step.amount, step.proxy, got, step.want)
+		}
+	}
+}
+
+// outbidNotices lists the outbid notices of auction id in the outbox, in
+// order, as "id user price max"; each must be a valid notice keyed by its
+// user.
+func outbidNotices(t *testing.T, db *pgxpool.Pool, id int64) []string {
+	t.Helper()
+	rows, err := db.Query(context.Background(), `SELECT aggregate_id, payload FROM outbox
+WHERE topic = $1 AND payload->>'type' = 'outbid' AND (payload->>'auctionId')::bigint = $2 ORDER BY id`, bidgate.TopicBidNotifications, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var (
+			key     int64
+			payload []byte
+			n       bidgate.Notice
+		)
+		if err := rows.Scan(&key, &payload); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(payload, &n); err != nil {
+			t.Fatalf("notice %s: %v", payload, err)
+		}
+		if err := n.Validate(); err != nil || n.UserID != key || n.Title != "lot" || n.At.IsZero() {
+			t.Fatalf("notice %s (key %d): %v", payload, key, err)
+		}
+		out = append(out, fmt.Sprintf("%s %d %s %s", n.ID, n.UserID, n.Price, n.MaxAmount))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
