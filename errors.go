@@ -36,6 +36,10 @@ var (
 	ErrBuyNowUnavailable = errors.New("buy-now unavailable")
 	// ErrOverloaded: too many requests wait on one auction; retry shortly.
 	ErrOverloaded = errors.New("overloaded")
+	// ErrNoticeNotFound: a notice id names no notice of the user who gave
+	// it. Another user's notice is not found either: nobody learns whether
+	// an id exists for someone else.
+	ErrNoticeNotFound = errors.New("notice not found")
 )
 
 // RateLimitedError says when the bidder may bid again.

@@ -3,6 +3,8 @@ package gateway
 import (
 	"bytes"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +33,18 @@ var (
 // and 429 for an address that failed authentication too often: a flood of
 // bad tokens costs one map lookup each, not a signature check.
 func (s *Server) authorized(scope string, h func(*fasthttp.RequestCtx, auth.Principal)) fasthttp.RequestHandler {
+	return s.authorizedAny([]string{scope}, h)
+}
+
+// authorizedAny is authorized for a handler that any one of scopes lets
+// in (a user's own notices are theirs whether they bid or sell). A token
+// with none of them is 403, its challenge naming them all.
+func (s *Server) authorizedAny(scopes []string, h func(*fasthttp.RequestCtx, auth.Principal)) fasthttp.RequestHandler {
+	lacks := "the token lacks the scope " + scopes[0]
+	if len(scopes) > 1 {
+		lacks = "the token has none of the scopes " + strings.Join(scopes, ", ")
+	}
+	challenge := `Bearer realm="bidgate", error="insufficient_scope", scope="` + strings.Join(scopes, " ") + `"`
 	return func(ctx *fasthttp.RequestCtx) {
 		if s.cfg.AuthOff {
 			h(ctx, auth.Principal{}) // no user: the body names one
@@ -40,9 +54,9 @@ func (s *Server) authorized(scope string, h func(*fasthttp.RequestCtx, auth.Prin
 		if !ok {
 			return
 		}
-		if !p.Can(scope) {
-			ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="bidgate", error="insufficient_scope", scope="`+scope+`"`)
-			s.writeError(ctx, refuse(fasthttp.StatusForbidden, "forbidden", "the token lacks the scope "+scope))
+		if !slices.ContainsFunc(scopes, p.Can) {
+			ctx.Response.Header.Set("WWW-Authenticate", challenge)
+			s.writeError(ctx, refuse(fasthttp.StatusForbidden, "forbidden", lacks))
 			return
 		}
 		h(ctx, p)

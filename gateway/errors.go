@@ -65,6 +65,8 @@ func problemFor(err error, log *slog.Logger) problem.Problem {
 		return problem.New(fasthttp.StatusServiceUnavailable, "overloaded", "too many bids are waiting on this auction; retry shortly")
 	case errors.Is(err, bidgate.ErrAuctionNotFound):
 		return problem.New(fasthttp.StatusNotFound, "auction_not_found", "no auction with this id")
+	case errors.Is(err, bidgate.ErrNoticeNotFound):
+		return problem.New(fasthttp.StatusNotFound, "notice_not_found", "you have no notice with this id")
 	case errors.Is(err, bidgate.ErrAuctionClosed):
 		return problem.New(fasthttp.StatusConflict, "auction_closed", "the auction has ended")
 	case errors.Is(err, bidgate.ErrSubjectMismatch):

@@ -31,6 +31,8 @@ func (s *Server) publicRoutes() *router.Router {
 		r.POST("/auctions/{id}/bids", s.counted("place_bid", s.authorized(auth.ScopeBid, s.placeClientBid)))
 		r.GET("/auctions/{id}/bids", s.counted("auction_bids", s.viewer(s.auctionBids)))
 		r.GET("/me/bids", s.counted("my_bids", s.authorized(auth.ScopeBid, s.myBids)))
+		r.GET("/me/notifications", s.counted("my_notifications", s.authorizedAny(noticeScopes, s.myNotifications)))
+		r.POST("/me/notifications/read", s.counted("mark_notifications_read", s.authorizedAny(noticeScopes, s.markNotificationsRead)))
 		r.POST("/auctions/{id}/promote", s.counted("promote", s.authorized(auth.ScopeOperator, s.promote)))
 		r.POST("/auctions/{id}/cancel", s.counted("cancel_auction", s.authorized(auth.ScopeSell, s.cancelAuction)))
 		r.POST("/auctions/{id}/buy-now", s.counted("buy_now", s.authorized(auth.ScopeBid, s.buyNow)))

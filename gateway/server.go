@@ -38,6 +38,7 @@ type Server struct {
 	lister       Lister         // nil: no list routes
 	cursors      *cursor.Sealer // of every list's page cursors
 	history      History        // nil: the history routes answer 404
+	notices      Notifications  // nil: the notification routes answer 404
 	ready        func(context.Context) error
 	log          *slog.Logger
 	metrics      *metrics
@@ -66,6 +67,7 @@ func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *
 	s.lister, _ = auctions.(Lister)
 	s.cursors = cursor.New(cfg.ClusterSecret, cfg.ClusterSecretPrevious)
 	s.history, _ = auctions.(History)
+	s.notices, _ = auctions.(Notifications)
 	if cfg.Cluster != nil {
 		s.forwarder = newForwarder(cfg.Cluster, s.signer, cfg.ForwardTimeout, reg)
 	}

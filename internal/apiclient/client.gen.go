@@ -101,25 +101,52 @@ func (e HealthStatus) Valid() bool {
 
 // Defines values for MyBidState.
 const (
-	Cancelled MyBidState = "cancelled"
-	Leading   MyBidState = "leading"
-	Lost      MyBidState = "lost"
-	Outbid    MyBidState = "outbid"
-	Won       MyBidState = "won"
+	MyBidStateCancelled MyBidState = "cancelled"
+	MyBidStateLeading   MyBidState = "leading"
+	MyBidStateLost      MyBidState = "lost"
+	MyBidStateOutbid    MyBidState = "outbid"
+	MyBidStateWon       MyBidState = "won"
 )
 
 // Valid indicates whether the value is a known member of the MyBidState enum.
 func (e MyBidState) Valid() bool {
 	switch e {
-	case Cancelled:
+	case MyBidStateCancelled:
 		return true
-	case Leading:
+	case MyBidStateLeading:
 		return true
-	case Lost:
+	case MyBidStateLost:
 		return true
-	case Outbid:
+	case MyBidStateOutbid:
 		return true
-	case Won:
+	case MyBidStateWon:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NoticeType.
+const (
+	NoticeTypeLost   NoticeType = "lost"
+	NoticeTypeOutbid NoticeType = "outbid"
+	NoticeTypeSold   NoticeType = "sold"
+	NoticeTypeUnsold NoticeType = "unsold"
+	NoticeTypeWon    NoticeType = "won"
+)
+
+// Valid indicates whether the value is a known member of the NoticeType enum.
+func (e NoticeType) Valid() bool {
+	switch e {
+	case NoticeTypeLost:
+		return true
+	case NoticeTypeOutbid:
+		return true
+	case NoticeTypeSold:
+		return true
+	case NoticeTypeUnsold:
+		return true
+	case NoticeTypeWon:
 		return true
 	default:
 		return false
@@ -476,6 +503,17 @@ type HealthStatus string
 // Id A positive 64-bit id.
 type Id = int64
 
+// MarkNotificationsReadRequest defines model for MarkNotificationsReadRequest.
+type MarkNotificationsReadRequest struct {
+	// UpTo The newest notice read: one of the caller's.
+	//
+	// Examples: outbid-7-4
+	UpTo NoticeId `json:"upTo"`
+
+	// UserId The user; only with authentication off (else it must be the token's subject).
+	UserId *Id `json:"userId,omitempty"`
+}
+
 // Money An amount as every answer writes it: a decimal string with exactly two decimals and no leading zero, at most NUMERIC(14,2).
 //
 // Examples: 1250.00
@@ -546,6 +584,60 @@ type MyBidsPage struct {
 	NextCursor *string `json:"nextCursor"`
 }
 
+// Notice One notice to one user, as the `bid-notifications` topic carries it.
+type Notice struct {
+	// At The time of the cause, by the store that decided it.
+	//
+	// Examples: 2030-01-02T15:04:05.123456Z
+	At Timestamp `json:"at"`
+
+	// AuctionId A positive 64-bit id.
+	AuctionId Id `json:"auctionId"`
+
+	// Id A notice's id, derived from its cause, so every copy of one cause has the same: `outbid-<auction>-<seq>` (the bid that took the lead), `lost-<auction>-<user>`, `won-<auction>`, `sold-<auction>`, `unsold-<auction>`.
+	//
+	// Examples: outbid-7-4
+	Id NoticeId `json:"id"`
+
+	// MaxAmount The user's own proxy maximum, where they had one; never anyone else's.
+	//
+	// Examples: 1250.00
+	MaxAmount *Money `json:"maxAmount,omitempty"`
+
+	// Price The auction's price after the cause: the price that took the lead, or the final price.
+	//
+	// Examples: 1250.00
+	Price Money `json:"price"`
+
+	// Title The auction's title.
+	Title string `json:"title"`
+
+	// Type What a notice tells: `outbid` (someone took the lead from you), `won` and `lost` (to every bidder at the close), `sold` and `unsold` (to the seller at the close).
+	Type NoticeType `json:"type"`
+
+	// UserId The user told: always the caller.
+	UserId Id `json:"userId"`
+}
+
+// NoticeId A notice's id, derived from its cause, so every copy of one cause has the same: `outbid-<auction>-<seq>` (the bid that took the lead), `lost-<auction>-<user>`, `won-<auction>`, `sold-<auction>`, `unsold-<auction>`.
+//
+// Examples: outbid-7-4
+type NoticeId = string
+
+// NoticeType What a notice tells: `outbid` (someone took the lead from you), `won` and `lost` (to every bidder at the close), `sold` and `unsold` (to the seller at the close).
+type NoticeType string
+
+// NotificationsPage defines model for NotificationsPage.
+type NotificationsPage struct {
+	Items []Notice `json:"items"`
+
+	// NextCursor The id to pass as `before` for the next page; null on the last.
+	NextCursor *string `json:"nextCursor"`
+
+	// Unread How many of the caller's notices were stored after the newest one they marked read, counted up to 1000: 1000 means 1000 or more.
+	Unread Unread `json:"unread"`
+}
+
 // OpenAPIDocument An OpenAPI 3.1 document.
 type OpenAPIDocument struct {
 	Info    map[string]interface{} `json:"info"`
@@ -590,6 +682,15 @@ type ReadyStatus string
 //
 // Examples: 2030-01-02T15:04:05.123456Z
 type Timestamp = time.Time
+
+// Unread How many of the caller's notices were stored after the newest one they marked read, counted up to 1000: 1000 means 1000 or more.
+type Unread = int64
+
+// UnreadCount defines model for UnreadCount.
+type UnreadCount struct {
+	// Unread How many of the caller's notices were stored after the newest one they marked read, counted up to 1000: 1000 means 1000 or more.
+	Unread Unread `json:"unread"`
+}
 
 // AuctionId A positive 64-bit id.
 type AuctionId = Id
@@ -1106,6 +1207,21 @@ type MyBidsParams struct {
 	UserId *Id `form:"userId,omitempty" json:"userId,omitempty"`
 }
 
+// MyNotificationsParams defines parameters for MyNotifications.
+type MyNotificationsParams struct {
+	// Limit Items per page, 1 to 100 (default 20), in canonical decimal form; anything else is 400 `invalid_query`.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Only the notices stored after this one of the caller's; not with `before`.
+	After *NoticeId `form:"after,omitempty" json:"after,omitempty"`
+
+	// Before Only the notices stored before this one of the caller's (the previous page's `nextCursor`); not with `after`.
+	Before *NoticeId `form:"before,omitempty" json:"before,omitempty"`
+
+	// UserId With `--auth=off` only (development), whose notices to read; refused (`invalid_query`) when a token names the user.
+	UserId *Id `form:"userId,omitempty" json:"userId,omitempty"`
+}
+
 // GetOpenAPIParams defines parameters for GetOpenAPI.
 type GetOpenAPIParams struct {
 	// IfNoneMatch The ETag of a copy the client holds: 304 while the document is the same.
@@ -1142,6 +1258,9 @@ type BuyNowJSONRequestBody = BuyNowRequest
 
 // CancelAuctionJSONRequestBody defines body for CancelAuction for application/json ContentType.
 type CancelAuctionJSONRequestBody = CancelRequest
+
+// MarkNotificationsReadJSONRequestBody defines body for MarkNotificationsRead for application/json ContentType.
+type MarkNotificationsReadJSONRequestBody = MarkNotificationsReadRequest
 
 // AsBidRequest0 returns the union data inside the BidRequest as a BidRequest0
 func (t BidRequest) AsBidRequest0() (BidRequest0, error) {
@@ -1522,6 +1641,31 @@ type ClientInterface interface {
 	// Corresponds with GET /me/bids (the `MyBids` operationId).
 	MyBids(ctx context.Context, params *MyBidsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// MyNotifications Read my notifications
+	//
+	// The caller's stored notices (bidders and sellers alike: scope `bid` or `sell`), newest first (in the order they were stored), paged by `limit` and `before`, with `unread`: how many were stored after the newest one the caller marked read, counted up to 1000 (1000 means 1000 or more). `nextCursor` is the id to pass as `before` for the next page, null on the last. `after` asks for the notices stored after one the caller has (what a client missed): the newest `limit` of them, with a `nextCursor` only when more than `limit` are newer, which `before` continues down to the `after` notice and past it. `after` and `before` must be notices of the caller's own; an id that is not (someone else's or nobody's, answered alike) is 400 `invalid_query`. Read from PostgreSQL (the read replica when one serves), so a mark just made may take a moment to lower `unread`.
+	//
+	// Corresponds with GET /me/notifications (the `MyNotifications` operationId).
+	MyNotifications(ctx context.Context, params *MyNotificationsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// MarkNotificationsReadWithBody Mark my notifications read
+	//
+	// The caller has read their notices up to `upTo`, one of their own, and every one stored before it: `unread` then counts the notices stored after it (up to 1000). The mark never moves back: marking an older notice leaves it where it is and answers the count as it stands. A notice that is not the caller's (someone else's or nobody's, answered alike) is 404 `notice_not_found`, and nothing changes.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /me/notifications/read (the `MarkNotificationsRead` operationId).
+	MarkNotificationsReadWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// MarkNotificationsRead Mark my notifications read
+	//
+	// The caller has read their notices up to `upTo`, one of their own, and every one stored before it: `unread` then counts the notices stored after it (up to 1000). The mark never moves back: marking an older notice leaves it where it is and answers the count as it stands. A notice that is not the caller's (someone else's or nobody's, answered alike) is 404 `notice_not_found`, and nothing changes.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /me/notifications/read (the `MarkNotificationsRead` operationId).
+	MarkNotificationsRead(ctx context.Context, body MarkNotificationsReadJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetOpenAPI This document
 	//
 	// The OpenAPI document of the public listener, exactly as written, with a strong ETag of its bytes.
@@ -1803,6 +1947,61 @@ func (c *Client) MyAuctions(ctx context.Context, params *MyAuctionsParams, reqEd
 // Corresponds with GET /me/bids (the `MyBids` operationId).
 func (c *Client) MyBids(ctx context.Context, params *MyBidsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewMyBidsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// MyNotifications Read my notifications
+//
+// The caller's stored notices (bidders and sellers alike: scope `bid` or `sell`), newest first (in the order they were stored), paged by `limit` and `before`, with `unread`: how many were stored after the newest one the caller marked read, counted up to 1000 (1000 means 1000 or more). `nextCursor` is the id to pass as `before` for the next page, null on the last. `after` asks for the notices stored after one the caller has (what a client missed): the newest `limit` of them, with a `nextCursor` only when more than `limit` are newer, which `before` continues down to the `after` notice and past it. `after` and `before` must be notices of the caller's own; an id that is not (someone else's or nobody's, answered alike) is 400 `invalid_query`. Read from PostgreSQL (the read replica when one serves), so a mark just made may take a moment to lower `unread`.
+//
+// Corresponds with GET /me/notifications (the `MyNotifications` operationId).
+func (c *Client) MyNotifications(ctx context.Context, params *MyNotificationsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMyNotificationsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// MarkNotificationsReadWithBody Mark my notifications read
+//
+// The caller has read their notices up to `upTo`, one of their own, and every one stored before it: `unread` then counts the notices stored after it (up to 1000). The mark never moves back: marking an older notice leaves it where it is and answers the count as it stands. A notice that is not the caller's (someone else's or nobody's, answered alike) is 404 `notice_not_found`, and nothing changes.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /me/notifications/read (the `MarkNotificationsRead` operationId).
+func (c *Client) MarkNotificationsReadWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMarkNotificationsReadRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// MarkNotificationsRead Mark my notifications read
+//
+// The caller has read their notices up to `upTo`, one of their own, and every one stored before it: `unread` then counts the notices stored after it (up to 1000). The mark never moves back: marking an older notice leaves it where it is and answers the count as it stands. A notice that is not the caller's (someone else's or nobody's, answered alike) is 404 `notice_not_found`, and nothing changes.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /me/notifications/read (the `MarkNotificationsRead` operationId).
+func (c *Client) MarkNotificationsRead(ctx context.Context, body MarkNotificationsReadJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMarkNotificationsReadRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2671,6 +2870,136 @@ func NewMyBidsRequest(server string, params *MyBidsParams) (*http.Request, error
 	return req, nil
 }
 
+// NewMyNotificationsRequest constructs an http.Request for the MyNotifications method
+func NewMyNotificationsRequest(server string, params *MyNotificationsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/me/notifications")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Before != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "before", *params.Before, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.UserId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "userId", *params.UserId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewMarkNotificationsReadRequest calls the generic MarkNotificationsRead builder with application/json body
+func NewMarkNotificationsReadRequest(server string, body MarkNotificationsReadJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewMarkNotificationsReadRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewMarkNotificationsReadRequestWithBody constructs an http.Request for the MarkNotificationsRead method, with any body, and a specified content type
+func NewMarkNotificationsReadRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/me/notifications/read")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetOpenAPIRequest constructs an http.Request for the GetOpenAPI method
 func NewGetOpenAPIRequest(server string, params *GetOpenAPIParams) (*http.Request, error) {
 	var err error
@@ -2992,6 +3321,33 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /me/bids (the `MyBids` operationId).
 	MyBidsWithResponse(ctx context.Context, params *MyBidsParams, reqEditors ...RequestEditorFn) (*MyBidsResponse, error)
+
+	// MyNotificationsWithResponse Read my notifications
+	//
+	// The caller's stored notices (bidders and sellers alike: scope `bid` or `sell`), newest first (in the order they were stored), paged by `limit` and `before`, with `unread`: how many were stored after the newest one the caller marked read, counted up to 1000 (1000 means 1000 or more). `nextCursor` is the id to pass as `before` for the next page, null on the last. `after` asks for the notices stored after one the caller has (what a client missed): the newest `limit` of them, with a `nextCursor` only when more than `limit` are newer, which `before` continues down to the `after` notice and past it. `after` and `before` must be notices of the caller's own; an id that is not (someone else's or nobody's, answered alike) is 400 `invalid_query`. Read from PostgreSQL (the read replica when one serves), so a mark just made may take a moment to lower `unread`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /me/notifications (the `MyNotifications` operationId).
+	MyNotificationsWithResponse(ctx context.Context, params *MyNotificationsParams, reqEditors ...RequestEditorFn) (*MyNotificationsResponse, error)
+
+	// MarkNotificationsReadWithBodyWithResponse Mark my notifications read
+	//
+	// The caller has read their notices up to `upTo`, one of their own, and every one stored before it: `unread` then counts the notices stored after it (up to 1000). The mark never moves back: marking an older notice leaves it where it is and answers the count as it stands. A notice that is not the caller's (someone else's or nobody's, answered alike) is 404 `notice_not_found`, and nothing changes.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /me/notifications/read (the `MarkNotificationsRead` operationId).
+	MarkNotificationsReadWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MarkNotificationsReadResponse, error)
+
+	// MarkNotificationsReadWithResponse Mark my notifications read
+	//
+	// The caller has read their notices up to `upTo`, one of their own, and every one stored before it: `unread` then counts the notices stored after it (up to 1000). The mark never moves back: marking an older notice leaves it where it is and answers the count as it stands. A notice that is not the caller's (someone else's or nobody's, answered alike) is 404 `notice_not_found`, and nothing changes.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /me/notifications/read (the `MarkNotificationsRead` operationId).
+	MarkNotificationsReadWithResponse(ctx context.Context, body MarkNotificationsReadJSONRequestBody, reqEditors ...RequestEditorFn) (*MarkNotificationsReadResponse, error)
 
 	// GetOpenAPIWithResponse This document
 	//
@@ -5415,6 +5771,482 @@ func (r MyBidsResponse) ContentType() string {
 	return ""
 }
 
+// MyNotificationsResponse200Headers the declared response headers of an HTTP 200 response for MyNotifications
+type MyNotificationsResponse200Headers struct {
+	CacheControl string
+}
+
+// MyNotificationsResponse401Headers the declared response headers of an HTTP 401 response for MyNotifications
+type MyNotificationsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// MyNotificationsResponse403Headers the declared response headers of an HTTP 403 response for MyNotifications
+type MyNotificationsResponse403Headers struct {
+	WWWAuthenticate string
+}
+
+// MyNotificationsResponse429Headers the declared response headers of an HTTP 429 response for MyNotifications
+type MyNotificationsResponse429Headers struct {
+	RetryAfter int
+}
+
+// MyNotificationsResponse503Headers the declared response headers of an HTTP 503 response for MyNotifications
+type MyNotificationsResponse503Headers struct {
+	RetryAfter int
+}
+
+type MyNotificationsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *NotificationsPage
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *struct {
+		Code interface{} `json:"code"`
+
+		// CurrentPrice With `bid_too_low` only.
+		//
+		// Examples: 1250.00
+		CurrentPrice *Money  `json:"currentPrice,omitempty"`
+		Detail       *string `json:"detail,omitempty"`
+
+		// MinimumBid With `bid_too_low` only: the least a bid must be.
+		//
+		// Examples: 1250.00
+		MinimumBid *Money `json:"minimumBid,omitempty"`
+
+		// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+		RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+		Status            interface{} `json:"status"`
+
+		// Title The status's reason phrase.
+		Title string `json:"title"`
+
+		// Type urn:bidgate:problem: followed by the code.
+		Type string `json:"type"`
+	}
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *MissingScope
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *RouteNotServed
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *BodyTooLarge
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *AuthenticationRateLimited
+	// ApplicationproblemJSON431 the response for an HTTP 431 `application/problem+json` response
+	ApplicationproblemJSON431 *HeaderTooLarge
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *StoreUnavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *MyNotificationsResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *MyNotificationsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *MyNotificationsResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *MyNotificationsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *MyNotificationsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r MyNotificationsResponse) GetJSON200() *NotificationsPage {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r MyNotificationsResponse) GetApplicationproblemJSON400() *struct {
+	Code interface{} `json:"code"`
+
+	// CurrentPrice With `bid_too_low` only.
+	//
+	// Examples: 1250.00
+	CurrentPrice *Money  `json:"currentPrice,omitempty"`
+	Detail       *string `json:"detail,omitempty"`
+
+	// MinimumBid With `bid_too_low` only: the least a bid must be.
+	//
+	// Examples: 1250.00
+	MinimumBid *Money `json:"minimumBid,omitempty"`
+
+	// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+	RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+	Status            interface{} `json:"status"`
+
+	// Title The status's reason phrase.
+	Title string `json:"title"`
+
+	// Type urn:bidgate:problem: followed by the code.
+	Type string `json:"type"`
+} {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r MyNotificationsResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r MyNotificationsResponse) GetApplicationproblemJSON403() *MissingScope {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r MyNotificationsResponse) GetApplicationproblemJSON404() *RouteNotServed {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r MyNotificationsResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r MyNotificationsResponse) GetApplicationproblemJSON413() *BodyTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r MyNotificationsResponse) GetApplicationproblemJSON429() *AuthenticationRateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
+func (r MyNotificationsResponse) GetApplicationproblemJSON431() *HeaderTooLarge {
+	return r.ApplicationproblemJSON431
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r MyNotificationsResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r MyNotificationsResponse) GetApplicationproblemJSON503() *StoreUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r MyNotificationsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r MyNotificationsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r MyNotificationsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r MyNotificationsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// MarkNotificationsReadResponse200Headers the declared response headers of an HTTP 200 response for MarkNotificationsRead
+type MarkNotificationsReadResponse200Headers struct {
+	CacheControl string
+}
+
+// MarkNotificationsReadResponse401Headers the declared response headers of an HTTP 401 response for MarkNotificationsRead
+type MarkNotificationsReadResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// MarkNotificationsReadResponse403Headers the declared response headers of an HTTP 403 response for MarkNotificationsRead
+type MarkNotificationsReadResponse403Headers struct {
+	WWWAuthenticate *string
+}
+
+// MarkNotificationsReadResponse429Headers the declared response headers of an HTTP 429 response for MarkNotificationsRead
+type MarkNotificationsReadResponse429Headers struct {
+	RetryAfter int
+}
+
+// MarkNotificationsReadResponse503Headers the declared response headers of an HTTP 503 response for MarkNotificationsRead
+type MarkNotificationsReadResponse503Headers struct {
+	RetryAfter int
+}
+
+type MarkNotificationsReadResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *UnreadCount
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *struct {
+		Code interface{} `json:"code"`
+
+		// CurrentPrice With `bid_too_low` only.
+		//
+		// Examples: 1250.00
+		CurrentPrice *Money  `json:"currentPrice,omitempty"`
+		Detail       *string `json:"detail,omitempty"`
+
+		// MinimumBid With `bid_too_low` only: the least a bid must be.
+		//
+		// Examples: 1250.00
+		MinimumBid *Money `json:"minimumBid,omitempty"`
+
+		// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+		RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+		Status            interface{} `json:"status"`
+
+		// Title The status's reason phrase.
+		Title string `json:"title"`
+
+		// Type urn:bidgate:problem: followed by the code.
+		Type string `json:"type"`
+	}
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *struct {
+		Code interface{} `json:"code"`
+
+		// CurrentPrice With `bid_too_low` only.
+		//
+		// Examples: 1250.00
+		CurrentPrice *Money  `json:"currentPrice,omitempty"`
+		Detail       *string `json:"detail,omitempty"`
+
+		// MinimumBid With `bid_too_low` only: the least a bid must be.
+		//
+		// Examples: 1250.00
+		MinimumBid *Money `json:"minimumBid,omitempty"`
+
+		// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+		RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+		Status            interface{} `json:"status"`
+
+		// Title The status's reason phrase.
+		Title string `json:"title"`
+
+		// Type urn:bidgate:problem: followed by the code.
+		Type string `json:"type"`
+	}
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *struct {
+		Code interface{} `json:"code"`
+
+		// CurrentPrice With `bid_too_low` only.
+		//
+		// Examples: 1250.00
+		CurrentPrice *Money  `json:"currentPrice,omitempty"`
+		Detail       *string `json:"detail,omitempty"`
+
+		// MinimumBid With `bid_too_low` only: the least a bid must be.
+		//
+		// Examples: 1250.00
+		MinimumBid *Money `json:"minimumBid,omitempty"`
+
+		// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+		RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+		Status            interface{} `json:"status"`
+
+		// Title The status's reason phrase.
+		Title string `json:"title"`
+
+		// Type urn:bidgate:problem: followed by the code.
+		Type string `json:"type"`
+	}
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *BodyTooLarge
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *AuthenticationRateLimited
+	// ApplicationproblemJSON431 the response for an HTTP 431 `application/problem+json` response
+	ApplicationproblemJSON431 *HeaderTooLarge
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *StoreUnavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *MarkNotificationsReadResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *MarkNotificationsReadResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *MarkNotificationsReadResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *MarkNotificationsReadResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *MarkNotificationsReadResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r MarkNotificationsReadResponse) GetJSON200() *UnreadCount {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r MarkNotificationsReadResponse) GetApplicationproblemJSON400() *struct {
+	Code interface{} `json:"code"`
+
+	// CurrentPrice With `bid_too_low` only.
+	//
+	// Examples: 1250.00
+	CurrentPrice *Money  `json:"currentPrice,omitempty"`
+	Detail       *string `json:"detail,omitempty"`
+
+	// MinimumBid With `bid_too_low` only: the least a bid must be.
+	//
+	// Examples: 1250.00
+	MinimumBid *Money `json:"minimumBid,omitempty"`
+
+	// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+	RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+	Status            interface{} `json:"status"`
+
+	// Title The status's reason phrase.
+	Title string `json:"title"`
+
+	// Type urn:bidgate:problem: followed by the code.
+	Type string `json:"type"`
+} {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r MarkNotificationsReadResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r MarkNotificationsReadResponse) GetApplicationproblemJSON403() *struct {
+	Code interface{} `json:"code"`
+
+	// CurrentPrice With `bid_too_low` only.
+	//
+	// Examples: 1250.00
+	CurrentPrice *Money  `json:"currentPrice,omitempty"`
+	Detail       *string `json:"detail,omitempty"`
+
+	// MinimumBid With `bid_too_low` only: the least a bid must be.
+	//
+	// Examples: 1250.00
+	MinimumBid *Money `json:"minimumBid,omitempty"`
+
+	// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+	RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+	Status            interface{} `json:"status"`
+
+	// Title The status's reason phrase.
+	Title string `json:"title"`
+
+	// Type urn:bidgate:problem: followed by the code.
+	Type string `json:"type"`
+} {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r MarkNotificationsReadResponse) GetApplicationproblemJSON404() *struct {
+	Code interface{} `json:"code"`
+
+	// CurrentPrice With `bid_too_low` only.
+	//
+	// Examples: 1250.00
+	CurrentPrice *Money  `json:"currentPrice,omitempty"`
+	Detail       *string `json:"detail,omitempty"`
+
+	// MinimumBid With `bid_too_low` only: the least a bid must be.
+	//
+	// Examples: 1250.00
+	MinimumBid *Money `json:"minimumBid,omitempty"`
+
+	// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+	RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+	Status            interface{} `json:"status"`
+
+	// Title The status's reason phrase.
+	Title string `json:"title"`
+
+	// Type urn:bidgate:problem: followed by the code.
+	Type string `json:"type"`
+} {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r MarkNotificationsReadResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r MarkNotificationsReadResponse) GetApplicationproblemJSON413() *BodyTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r MarkNotificationsReadResponse) GetApplicationproblemJSON429() *AuthenticationRateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
+func (r MarkNotificationsReadResponse) GetApplicationproblemJSON431() *HeaderTooLarge {
+	return r.ApplicationproblemJSON431
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r MarkNotificationsReadResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r MarkNotificationsReadResponse) GetApplicationproblemJSON503() *StoreUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r MarkNotificationsReadResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r MarkNotificationsReadResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r MarkNotificationsReadResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r MarkNotificationsReadResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetOpenAPIResponse200Headers the declared response headers of an HTTP 200 response for GetOpenAPI
 type GetOpenAPIResponse200Headers struct {
 	ETag string
@@ -6225,6 +7057,51 @@ func (c *ClientWithResponses) MyBidsWithResponse(ctx context.Context, params *My
 		return nil, err
 	}
 	return ParseMyBidsResponse(rsp)
+}
+
+// MyNotificationsWithResponse Read my notifications
+//
+// The caller's stored notices (bidders and sellers alike: scope `bid` or `sell`), newest first (in the order they were stored), paged by `limit` and `before`, with `unread`: how many were stored after the newest one the caller marked read, counted up to 1000 (1000 means 1000 or more). `nextCursor` is the id to pass as `before` for the next page, null on the last. `after` asks for the notices stored after one the caller has (what a client missed): the newest `limit` of them, with a `nextCursor` only when more than `limit` are newer, which `before` continues down to the `after` notice and past it. `after` and `before` must be notices of the caller's own; an id that is not (someone else's or nobody's, answered alike) is 400 `invalid_query`. Read from PostgreSQL (the read replica when one serves), so a mark just made may take a moment to lower `unread`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /me/notifications (the `MyNotifications` operationId).
+func (c *ClientWithResponses) MyNotificationsWithResponse(ctx context.Context, params *MyNotificationsParams, reqEditors ...RequestEditorFn) (*MyNotificationsResponse, error) {
+	rsp, err := c.MyNotifications(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMyNotificationsResponse(rsp)
+}
+
+// MarkNotificationsReadWithBodyWithResponse Mark my notifications read
+//
+// The caller has read their notices up to `upTo`, one of their own, and every one stored before it: `unread` then counts the notices stored after it (up to 1000). The mark never moves back: marking an older notice leaves it where it is and answers the count as it stands. A notice that is not the caller's (someone else's or nobody's, answered alike) is 404 `notice_not_found`, and nothing changes.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /me/notifications/read (the `MarkNotificationsRead` operationId).
+func (c *ClientWithResponses) MarkNotificationsReadWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MarkNotificationsReadResponse, error) {
+	rsp, err := c.MarkNotificationsReadWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMarkNotificationsReadResponse(rsp)
+}
+
+// MarkNotificationsReadWithResponse Mark my notifications read
+//
+// The caller has read their notices up to `upTo`, one of their own, and every one stored before it: `unread` then counts the notices stored after it (up to 1000). The mark never moves back: marking an older notice leaves it where it is and answers the count as it stands. A notice that is not the caller's (someone else's or nobody's, answered alike) is 404 `notice_not_found`, and nothing changes.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /me/notifications/read (the `MarkNotificationsRead` operationId).
+func (c *ClientWithResponses) MarkNotificationsReadWithResponse(ctx context.Context, body MarkNotificationsReadJSONRequestBody, reqEditors ...RequestEditorFn) (*MarkNotificationsReadResponse, error) {
+	rsp, err := c.MarkNotificationsRead(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMarkNotificationsReadResponse(rsp)
 }
 
 // GetOpenAPIWithResponse This document
@@ -8235,6 +9112,396 @@ func ParseMyBidsResponse(rsp *http.Response) (*MyBidsResponse, error) {
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers MyBidsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseMyNotificationsResponse parses an HTTP response from a MyNotificationsWithResponse call
+func ParseMyNotificationsResponse(rsp *http.Response) (*MyNotificationsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &MyNotificationsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest NotificationsPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest struct {
+			Code interface{} `json:"code"`
+
+			// CurrentPrice With `bid_too_low` only.
+			//
+			// Examples: 1250.00
+			CurrentPrice *Money  `json:"currentPrice,omitempty"`
+			Detail       *string `json:"detail,omitempty"`
+
+			// MinimumBid With `bid_too_low` only: the least a bid must be.
+			//
+			// Examples: 1250.00
+			MinimumBid *Money `json:"minimumBid,omitempty"`
+
+			// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+			RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+			Status            interface{} `json:"status"`
+
+			// Title The status's reason phrase.
+			Title string `json:"title"`
+
+			// Type urn:bidgate:problem: followed by the code.
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest MissingScope
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest RouteNotServed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BodyTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest AuthenticationRateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeaderTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON431 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest StoreUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers MyNotificationsResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers MyNotificationsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers MyNotificationsResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers MyNotificationsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers MyNotificationsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseMarkNotificationsReadResponse parses an HTTP response from a MarkNotificationsReadWithResponse call
+func ParseMarkNotificationsReadResponse(rsp *http.Response) (*MarkNotificationsReadResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &MarkNotificationsReadResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest UnreadCount
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest struct {
+			Code interface{} `json:"code"`
+
+			// CurrentPrice With `bid_too_low` only.
+			//
+			// Examples: 1250.00
+			CurrentPrice *Money  `json:"currentPrice,omitempty"`
+			Detail       *string `json:"detail,omitempty"`
+
+			// MinimumBid With `bid_too_low` only: the least a bid must be.
+			//
+			// Examples: 1250.00
+			MinimumBid *Money `json:"minimumBid,omitempty"`
+
+			// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+			RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+			Status            interface{} `json:"status"`
+
+			// Title The status's reason phrase.
+			Title string `json:"title"`
+
+			// Type urn:bidgate:problem: followed by the code.
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code interface{} `json:"code"`
+
+			// CurrentPrice With `bid_too_low` only.
+			//
+			// Examples: 1250.00
+			CurrentPrice *Money  `json:"currentPrice,omitempty"`
+			Detail       *string `json:"detail,omitempty"`
+
+			// MinimumBid With `bid_too_low` only: the least a bid must be.
+			//
+			// Examples: 1250.00
+			MinimumBid *Money `json:"minimumBid,omitempty"`
+
+			// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+			RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+			Status            interface{} `json:"status"`
+
+			// Title The status's reason phrase.
+			Title string `json:"title"`
+
+			// Type urn:bidgate:problem: followed by the code.
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest struct {
+			Code interface{} `json:"code"`
+
+			// CurrentPrice With `bid_too_low` only.
+			//
+			// Examples: 1250.00
+			CurrentPrice *Money  `json:"currentPrice,omitempty"`
+			Detail       *string `json:"detail,omitempty"`
+
+			// MinimumBid With `bid_too_low` only: the least a bid must be.
+			//
+			// Examples: 1250.00
+			MinimumBid *Money `json:"minimumBid,omitempty"`
+
+			// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+			RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+			Status            interface{} `json:"status"`
+
+			// Title The status's reason phrase.
+			Title string `json:"title"`
+
+			// Type urn:bidgate:problem: followed by the code.
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BodyTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest AuthenticationRateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeaderTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON431 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest StoreUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers MarkNotificationsReadResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers MarkNotificationsReadResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers MarkNotificationsReadResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers MarkNotificationsReadResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers MarkNotificationsReadResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {

@@ -212,7 +212,8 @@ func (r *Reads) Auction(ctx context.Context, id int64) (bidgate.Auction, error) 
 
 // Do runs read on the standby when it may serve, within ReadTimeout, and
 // again on the primary when it fails there or finds nothing
-// (bidgate.ErrAuctionNotFound, pgx.ErrNoRows); otherwise on the primary.
+// (bidgate.ErrAuctionNotFound, bidgate.ErrNoticeNotFound, pgx.ErrNoRows);
+// otherwise on the primary.
 // read must only read, and must use the context it is given.
 func (r *Reads) Do(ctx context.Context, read func(context.Context, *Store) error) error {
 	reason := r.fallbackReason()
@@ -226,7 +227,7 @@ func (r *Reads) Do(ctx context.Context, read func(context.Context, *Store) error
 			return nil
 		case ctx.Err() != nil:
 			return err // the caller gave up: the primary would not be asked either
-		case errors.Is(err, bidgate.ErrAuctionNotFound) || errors.Is(err, pgx.ErrNoRows):
+		case errors.Is(err, bidgate.ErrAuctionNotFound) || errors.Is(err, bidgate.ErrNoticeNotFound) || errors.Is(err, pgx.ErrNoRows):
 			reason = FallbackNotFound
 		default:
 			reason = FallbackError

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -225,6 +226,37 @@ func (rp replicaPair) notFoundRereadsPrimary(t *testing.T) {
 			}
 			if tt.wantErr == nil && got.ID != tt.id {
 				t.Errorf("read %d: got auction %d", tt.id, got.ID)
+			}
+			if n := notFound(); n != before+1 {
+				t.Errorf("not_found fallbacks %v, want %v", n, before+1)
+			}
+		})
+	}
+
+	// A page from a notice the standby lacks yet is read on the primary
+	// too: an id it has not replayed is not yet an id of nobody's.
+	if _, err := rp.primary.Exec(context.Background(), `INSERT INTO notification (id, user_id, type, auction_id, title, price, at)
+		VALUES ($1, 77, 'won', $2, 'replicated', 101, clock_timestamp())`, fmt.Sprintf("won-%d", warm.ID), warm.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, after string
+		wantErr     error
+	}{
+		{"a notice on the primary only", fmt.Sprintf("won-%d", warm.ID), nil},
+		{"a notice nowhere", fmt.Sprintf("won-%d", warm.ID+1_000_000), bidgate.ErrNoticeNotFound},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := notFound()
+			err := r.Do(context.Background(), func(ctx context.Context, s *pgstore.Store) error {
+				p, err := s.Notifications(ctx, bidgate.NotificationsQuery{UserID: 77, After: tt.after, Limit: 10})
+				if err == nil && (len(p.Items) != 0 || p.Unread != 1) {
+					return fmt.Errorf("page %+v, want none newer and 1 unread", p)
+				}
+				return err
+			})
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("after %s: %v, want %v", tt.after, err, tt.wantErr)
 			}
 			if n := notFound(); n != before+1 {
 				t.Errorf("not_found fallbacks %v, want %v", n, before+1)
