@@ -14,6 +14,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
+	"bidgate/internal/asyncapi"
 	"bidgate/internal/testmetrics"
 	"bidgate/persist"
 	"bidgate/persist/kafka"
@@ -87,6 +88,18 @@ func TestOutbidNoticeReachesTheUser(t *testing.T) {
 	}
 	if v := testmetrics.Value(t, reg, "bidgate_notices_stored_total", "type", "outbid"); v != 1 {
 		t.Fatalf("stored metric %v, want 1", v)
+	}
+	// On the topic, it is what the AsyncAPI document says.
+	r := kafka.NewReader(p.broker.Addrs(), bidgate.TopicBidNotifications, "contract", kafka.Security{})
+	p.closeAtEnd("reader", r.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, err := r.ReadMessage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := asyncapi.ValidateKafka(m); err != nil {
+		t.Fatal(err)
 	}
 }
 
