@@ -78,6 +78,11 @@ type BidAccepted struct {
 	AcceptedAt time.Time `json:"acceptedAt"`
 	EndTime    time.Time `json:"endTime"`
 	StreamID   string    `json:"streamId"`
+	// Outbid is the leader this row took the lead from (0: none) and
+	// OutbidMax that leader's maximum: the writer of the row tells them
+	// (an outbid Notice), in the transaction that writes it.
+	Outbid    int64  `json:"outbid,omitempty"`
+	OutbidMax string `json:"outbidMax,omitempty"`
 }
 
 // Validate checks what a hot bid's writer needs: positive ids and seq, an
@@ -111,6 +116,14 @@ func (b BidAccepted) Validate() error {
 	}
 	if b.AcceptedAt.IsZero() || b.EndTime.IsZero() {
 		return fmt.Errorf("bid %d/%d: no acceptance or end time", b.AuctionID, b.Seq)
+	}
+	if b.Outbid < 0 || b.Outbid == b.BidderID || (b.Outbid == 0) != (b.OutbidMax == "") {
+		return fmt.Errorf("bid %d/%d: outbid %d with maximum %q", b.AuctionID, b.Seq, b.Outbid, b.OutbidMax)
+	}
+	if b.Outbid != 0 {
+		if _, err := ParseMoney(b.OutbidMax); err != nil {
+			return fmt.Errorf("bid %d/%d: outbidMax: %w", b.AuctionID, b.Seq, err)
+		}
 	}
 	return nil
 }

@@ -136,6 +136,9 @@ func differences(got, want bidgate.BidAccepted) string {
 	if got.MaxAmount != want.MaxAmount && !sameMoney(got.MaxAmount, want.MaxAmount) {
 		diff = append(diff, "maxAmount")
 	}
+	if got.Outbid != want.Outbid || got.OutbidMax != want.OutbidMax && !sameMoney(got.OutbidMax, want.OutbidMax) {
+		diff = append(diff, "outbid")
+	}
 	return strings.Join(diff, ",")
 }
 

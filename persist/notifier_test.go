@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	kafkago "github.com/segmentio/kafka-go"
@@ -181,4 +182,63 @@ func (p *pipeline) storedNotices(user int64) []string {
 		p.t.Fatal(err)
 	}
 	return ids
+}
+
+// A hot bid that takes the lead tells the leader it replaced: the Redis log
+// entry names them, the persister writes the notice with the row, the
+// outbox relay and the notifier deliver it. A proxy leader overtaken by a
+// higher maximum is told with their own maximum; a bid the leader's proxy
+// answered replaced nobody.
+func TestHotOutbidNoticesComeWithTheirRows(t *testing.T) {
+	p := newPipeline(t)
+	w := kafka.NewWriter(p.broker.Addrs(), bidgate.TopicBidNotifications, kafka.Security{})
+	p.closeAtEnd("writer", w.Close)
+	p.run(persist.NewOutboxRelay(p.db, w, persist.OutboxConfig{Topic: bidgate.TopicBidNotifications}, prometheus.NewRegistry()).Run)
+	p.run(p.relay(persist.RelayConfig{}).Run)
+	p.run(p.persister("persister").Run)
+	p.notifier(nil)
+
+	a := p.auction() // hot, at 1000 rising by 100
+	const alice, bob, carol, dave, eve = 8_100_001, 8_100_002, 8_100_003, 8_100_004, 8_100_005
+	channels := map[int64]<-chan *redis.Message{}
+	for _, u := range []int64{alice, bob, carol} {
+		channels[u] = p.subscribe(u)
+	}
+	bid := func(user, amount int64, proxy bool) {
+		t.Helper()
+		if _, err := p.shard.PlaceBid(context.Background(), bidgate.BidRequest{AuctionID: a.ID, BidderID: user,
+			Amount: decimal.NewFromInt(amount), Proxy: proxy, RequestID: uuid.New()}); err != nil {
+			t.Fatalf("bid %d by %d: %v", amount, user, err)
+		}
+	}
+	bid(alice, 1100, false) // seq 1
+	bid(bob, 1200, false)   // seq 2: alice outbid
+	bid(carol, 2000, true)  // seq 3 at 1300: bob outbid
+	bid(dave, 1500, false)  // seq 4, answered by carol's proxy (seq 5): nobody outbid
+	bid(eve, 3000, true)    // seq 6 at 2100: carol outbid, her maximum 2000
+	for _, want := range []struct {
+		user       int64
+		seq        int64
+		price, max string
+	}{
+		{alice, 2, "1200.00", "1100.00"},
+		{bob, 3, "1300.00", "1200.00"},
+		{carol, 6, "2100.00", "2000.00"},
+	} {
+		n := nextNotice(t, channels[want.user])
+		if n.ID != fmt.Sprintf("outbid-%d-%d", a.ID, want.seq) || n.Type != bidgate.NoticeOutbid || n.UserID != want.user ||
+			n.Price != want.price || n.MaxAmount != want.max || n.Title != "hot" {
+			t.Fatalf("user %d was told %+v; want outbid by seq %d at %s, their maximum %s", want.user, n, want.seq, want.price, want.max)
+		}
+	}
+	// Carol's notice came with row 6, so rows 1-6 are in PostgreSQL: had
+	// row 4 told dave anything, it would be in the outbox.
+	var told int
+	if err := p.db.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE topic = 'bid-notifications' AND aggregate_id = ANY($1)`,
+		[]int64{dave, eve}).Scan(&told); err != nil {
+		t.Fatal(err)
+	}
+	if told != 0 {
+		t.Fatalf("%d notices to dave or eve, who were never replaced", told)
+	}
 }

@@ -160,7 +160,7 @@ func TestGroups(t *testing.T) {
 			k.Register(fs)
 			return func() any { return k.Config }
 		}, want: kafka.Config{Partitions: kafka.DefaultConfig().Partitions, Replication: kafka.DefaultConfig().Replication,
-			PersisterGroup: kafka.DefaultConfig().PersisterGroup, EmbeddedPort: kafka.DefaultConfig().EmbeddedPort}},
+			PersisterGroup: kafka.DefaultConfig().PersisterGroup, NotifierGroup: kafka.DefaultConfig().NotifierGroup, EmbeddedPort: kafka.DefaultConfig().EmbeddedPort}},
 		{name: "kafka partitions", register: func(fs *FlagSet) func() any {
 			var k Kafka
 			k.Register(fs)

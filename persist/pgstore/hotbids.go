@@ -33,7 +33,8 @@ var (
 
 // WriteHotBids writes hot bids to PostgreSQL inside tx: it locks their
 // auctions, inserts the bids an open hot auction could have accepted (a bid
-// already there is skipped, so any bid may come any number of times), raises
+// already there is skipped, so any bid may come any number of times), tells
+// the leader each new row replaced (an outbid notice in the outbox), raises
 // each auction row to its highest new bid and advances its persisted
 // position over the bids now present without a gap.
 // Every writer of hot bids goes through here: the persister (from Kafka),
@@ -72,9 +73,9 @@ func WriteHotBids(ctx context.Context, tx pgx.Tx, bids []bidgate.BidAccepted) (p
 		return nil, 0, fmt.Errorf("lock auctions: %w", err)
 	}
 	if len(cols.auction) > 0 {
-		var raised int64
+		var raised, woken int64
 		err := tx.QueryRow(ctx, insertBidsSQL, cols.auction, cols.bidder, cols.amount, cols.request,
-			cols.seq, cols.accepted, cols.end, cols.kind, cols.max).Scan(&inserted, &raised)
+			cols.seq, cols.accepted, cols.end, cols.kind, cols.max, cols.outbid, cols.outbidMax).Scan(&inserted, &raised, &woken)
 		if err != nil {
 			return nil, 0, fmt.Errorf("insert bids: %w", err)
 		}
@@ -107,6 +108,8 @@ type bidColumns struct {
 	accepted, end        []time.Time
 	kind                 []string
 	max                  []decimal.NullDecimal
+	outbid               []int64               // 0: the row replaced no leader
+	outbidMax            []decimal.NullDecimal // the replaced leader's maximum
 }
 
 func (c *bidColumns) add(b bidgate.BidAccepted) error {
@@ -135,6 +138,14 @@ func (c *bidColumns) add(b bidgate.BidAccepted) error {
 		max.Valid = true
 	}
 	c.kind, c.max = append(c.kind, string(kind)), append(c.max, max)
+	outbidMax := decimal.NullDecimal{}
+	if b.Outbid != 0 {
+		if outbidMax.Decimal, err = bidgate.ParseMoney(b.OutbidMax); err != nil {
+			return err
+		}
+		outbidMax.Valid = true
+	}
+	c.outbid, c.outbidMax = append(c.outbid, b.Outbid), append(c.outbidMax, outbidMax)
 	return nil
 }
 

@@ -60,6 +60,16 @@ func logBid(auctionID int64, e redis.XMessage) (bidgate.BidAccepted, error) {
 		}
 		b.MaxAmount = bidgate.FormatMoney(bidgate.FromCents(max))
 	}
+	if _, ok := e.Values["outbid"]; ok {
+		if b.Outbid, err = num("outbid"); err != nil {
+			return b, err
+		}
+		max, err := num("outbid_max")
+		if err != nil {
+			return b, err
+		}
+		b.OutbidMax = bidgate.FormatMoney(bidgate.FromCents(max))
+	}
 	b.AcceptedAt, b.EndTime = time.UnixMicro(atUs).UTC(), time.UnixMicro(endUs).UTC()
 	return b, nil
 }

@@ -95,7 +95,7 @@ local newreqs = {} -- HSET arguments for them
 local out = {}
 local changed = false
 
-local function add_row(id, bidder, amount, kind, max)
+local function add_row(id, bidder, amount, kind, max, outbid, outbid_max)
   seq = seq + 1
   local f = {'seq', int(seq), 'bidder', bidder, 'amount', int(amount), 'req', id,
     'at_us', int(now), 'end_us', int(end_us)}
@@ -104,6 +104,9 @@ local function add_row(id, bidder, amount, kind, max)
   end
   if kind == 'proxy' then
     f[#f + 1], f[#f + 2] = 'max', int(max)
+  end
+  if outbid then -- the leader this row took the lead from, told by a notice
+    f[#f + 1], f[#f + 2], f[#f + 3], f[#f + 4] = 'outbid', outbid, 'outbid_max', int(outbid_max)
   end
   redis.call('XADD', KEYS[3], '*', unpack(f))
   return seq
@@ -148,10 +151,12 @@ for i = 1, n do
       end
     end
     local amount, leading -- the bid's row and whether it leads
+    local outbid, outbid_max -- the leader it replaced, if any
     local alias = alias_of(bidder)
     if bidder == leader then -- raise: the price stays
       lmax, leading = value, 1
     elseif not leader or value > lmax then -- lead
+      outbid, outbid_max = leader, lmax
       if kind ~= 'proxy' then
         price = value
       elseif not leader then
@@ -167,7 +172,7 @@ for i = 1, n do
       price = reserve
     end
     amount = amount or price
-    local myseq = add_row(id, bidder, amount, kind, value)
+    local myseq = add_row(id, bidder, amount, kind, value, outbid, outbid_max)
     if leading == 0 then
       add_row(auto_id(id), leader, price, 'automatic', 0)
     end
