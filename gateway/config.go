@@ -56,6 +56,8 @@ type Config struct {
 
 	// Viewers, when set, serves WS /ws/auctions/{id} on every node.
 	Viewers Viewers
+	// Inbox, when set, serves WS /ws/me: a user's notices, live.
+	Inbox Inbox
 	// Reads, when set, answers GET /auctions/{id} (the node's read cache);
 	// nil reads the Auctions.
 	Reads Reader

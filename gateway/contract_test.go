@@ -59,12 +59,19 @@ func (stubViewers) ServeWS(ctx *fasthttp.RequestCtx, _ int64) {
 	ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
 }
 
+// stubInbox refuses every /ws/me connection: enough to have the route.
+type stubInbox struct{}
+
+func (stubInbox) ServeWS(ctx *fasthttp.RequestCtx, _ int64) {
+	ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+}
+
 // Every route a listener serves, with every option on, is in its document,
 // and every operation of the document is a route: a route added without
 // its contract (or a contract for a route that is gone) fails here.
 func TestEveryRouteIsDocumented(t *testing.T) {
 	self := ring.Member{Name: "self", Roles: []string{ring.RoleShard}}
-	cfg := Config{Cluster: stubCluster{owner: self, self: self}, Viewers: stubViewers{}}
+	cfg := Config{Cluster: stubCluster{owner: self, self: self}, Viewers: stubViewers{}, Inbox: stubInbox{}}
 	srv := New(cfg.withDefaults(), panicky{}, func(context.Context) error { return nil }, prometheus.NewRegistry(),
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	for _, c := range []struct {

@@ -40,6 +40,9 @@ func (s *Server) publicRoutes() *router.Router {
 	if s.cfg.Viewers != nil && !s.cfg.OpsOnly {
 		r.GET("/ws/auctions/{id}", s.counted("ws_auction", s.watch))
 	}
+	if s.cfg.Inbox != nil && !s.cfg.OpsOnly {
+		r.GET("/ws/me", s.counted("ws_me", s.tokenFromSubprotocol(s.authorizedAny(noticeScopes, s.inbox))))
+	}
 	r.GET("/healthz", s.counted("healthz", s.healthz))
 	r.GET("/readyz", s.counted("readyz", s.readyz))
 	r.GET("/openapi.json", s.counted("openapi", document(openapi.Public())))

@@ -302,6 +302,11 @@ func (n *node) startGateway(roles *background, gw *gateway.Config, auctions gate
 	hub := fanout.New(n.rdb, current, cfg, n.reg)
 	roles.run(hub.Run)
 	gw.Viewers = hub
+	if reader, ok := auctions.(fanout.NoticeReader); ok {
+		inbox := fanout.NewInbox(n.rdb, reader, fanout.InboxConfig{MaxPerAddr: cfg.MaxViewersPerAddr, CheckOrigin: cfg.CheckOrigin, Log: n.log}, n.reg)
+		roles.run(inbox.Run)
+		gw.Inbox = inbox
+	}
 	rc := n.cfg.ReadCache
 	rc.Log = n.log
 	if cache := fanout.NewCache(n.rdb, auctions, rc, n.reg); cache != nil {

@@ -212,13 +212,13 @@ func (e MyAuctionsParamsSort) Valid() bool {
 
 // Defines values for WatchAuctionParamsUpgrade.
 const (
-	Websocket WatchAuctionParamsUpgrade = "websocket"
+	WatchAuctionParamsUpgradeWebsocket WatchAuctionParamsUpgrade = "websocket"
 )
 
 // Valid indicates whether the value is a known member of the WatchAuctionParamsUpgrade enum.
 func (e WatchAuctionParamsUpgrade) Valid() bool {
 	switch e {
-	case Websocket:
+	case WatchAuctionParamsUpgradeWebsocket:
 		return true
 	default:
 		return false
@@ -227,13 +227,43 @@ func (e WatchAuctionParamsUpgrade) Valid() bool {
 
 // Defines values for WatchAuctionParamsSecWebSocketVersion.
 const (
-	N13 WatchAuctionParamsSecWebSocketVersion = "13"
+	WatchAuctionParamsSecWebSocketVersionN13 WatchAuctionParamsSecWebSocketVersion = "13"
 )
 
 // Valid indicates whether the value is a known member of the WatchAuctionParamsSecWebSocketVersion enum.
 func (e WatchAuctionParamsSecWebSocketVersion) Valid() bool {
 	switch e {
-	case N13:
+	case WatchAuctionParamsSecWebSocketVersionN13:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WatchMyNoticesParamsUpgrade.
+const (
+	WatchMyNoticesParamsUpgradeWebsocket WatchMyNoticesParamsUpgrade = "websocket"
+)
+
+// Valid indicates whether the value is a known member of the WatchMyNoticesParamsUpgrade enum.
+func (e WatchMyNoticesParamsUpgrade) Valid() bool {
+	switch e {
+	case WatchMyNoticesParamsUpgradeWebsocket:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WatchMyNoticesParamsSecWebSocketVersion.
+const (
+	WatchMyNoticesParamsSecWebSocketVersionN13 WatchMyNoticesParamsSecWebSocketVersion = "13"
+)
+
+// Valid indicates whether the value is a known member of the WatchMyNoticesParamsSecWebSocketVersion enum.
+func (e WatchMyNoticesParamsSecWebSocketVersion) Valid() bool {
+	switch e {
+	case WatchMyNoticesParamsSecWebSocketVersionN13:
 		return true
 	default:
 		return false
@@ -1247,6 +1277,31 @@ type WatchAuctionParamsUpgrade string
 // WatchAuctionParamsSecWebSocketVersion defines parameters for WatchAuction.
 type WatchAuctionParamsSecWebSocketVersion string
 
+// WatchMyNoticesParams defines parameters for WatchMyNotices.
+type WatchMyNoticesParams struct {
+	// After A notice of yours: first send what was stored after it.
+	After *NoticeId `form:"after,omitempty" json:"after,omitempty"`
+
+	// Upgrade RFC 6455; without the upgrade headers the answer is 426 `upgrade_required`.
+	Upgrade             WatchMyNoticesParamsUpgrade             `json:"Upgrade"`
+	SecWebSocketVersion WatchMyNoticesParamsSecWebSocketVersion `json:"Sec-WebSocket-Version"`
+
+	// SecWebSocketKey Base64 of 16 random bytes.
+	SecWebSocketKey string `json:"Sec-WebSocket-Key"`
+
+	// Origin Checked against `--ws-origins` when set.
+	Origin *string `json:"Origin,omitempty"`
+
+	// SecWebSocketProtocol `bidgate.bearer, <token>` from a browser, which cannot set Authorization on a WebSocket.
+	SecWebSocketProtocol *string `json:"Sec-WebSocket-Protocol,omitempty"`
+}
+
+// WatchMyNoticesParamsUpgrade defines parameters for WatchMyNotices.
+type WatchMyNoticesParamsUpgrade string
+
+// WatchMyNoticesParamsSecWebSocketVersion defines parameters for WatchMyNotices.
+type WatchMyNoticesParamsSecWebSocketVersion string
+
 // CreateAuctionJSONRequestBody defines body for CreateAuction for application/json ContentType.
 type CreateAuctionJSONRequestBody = CreateAuctionRequest
 
@@ -1686,6 +1741,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /ws/auctions/{id} (the `WatchAuction` operationId).
 	WatchAuction(ctx context.Context, id AuctionId, params *WatchAuctionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// WatchMyNotices Your notices, live (WebSocket)
+	//
+	// A WebSocket handshake (RFC 6455) on any node, authenticated: with `Authorization: Bearer <token>` (non-browser clients), or, from a browser, with `Sec-WebSocket-Protocol: bidgate.bearer, <token>` (the server then answers with the subprotocol `bidgate.bearer`); never with a token in the URL. Scope `bid` or `sell`. After the upgrade the server sends a JSON text message `{"type": "notice", "notice": {...}}` for each of your notices as the notifier stores it (the notice as `GET /me/notifications` shows it; schema in the AsyncAPI document, channel `/ws/me`). With `after=<notice id>` it first sends what was stored after that notice, oldest first (at most 100: page `GET /me/notifications` for more). A notice is sent once per connection; after a reconnect, `after` the last one you have misses nothing. The socket is receive-only (a data frame closes it with 1008); one that falls behind is closed with 1013 and reconnects with `after`. Every refusal comes before the upgrade, as a problem document.
+	//
+	// Corresponds with GET /ws/me (the `WatchMyNotices` operationId).
+	WatchMyNotices(ctx context.Context, params *WatchMyNoticesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // ListAuctions List and search auctions
@@ -2053,6 +2115,23 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 // Corresponds with GET /ws/auctions/{id} (the `WatchAuction` operationId).
 func (c *Client) WatchAuction(ctx context.Context, id AuctionId, params *WatchAuctionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewWatchAuctionRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// WatchMyNotices Your notices, live (WebSocket)
+//
+// A WebSocket handshake (RFC 6455) on any node, authenticated: with `Authorization: Bearer <token>` (non-browser clients), or, from a browser, with `Sec-WebSocket-Protocol: bidgate.bearer, <token>` (the server then answers with the subprotocol `bidgate.bearer`); never with a token in the URL. Scope `bid` or `sell`. After the upgrade the server sends a JSON text message `{"type": "notice", "notice": {...}}` for each of your notices as the notifier stores it (the notice as `GET /me/notifications` shows it; schema in the AsyncAPI document, channel `/ws/me`). With `after=<notice id>` it first sends what was stored after that notice, oldest first (at most 100: page `GET /me/notifications` for more). A notice is sent once per connection; after a reconnect, `after` the last one you have misses nothing. The socket is receive-only (a data frame closes it with 1008); one that falls behind is closed with 1013 and reconnects with `after`. Every refusal comes before the upgrade, as a problem document.
+//
+// Corresponds with GET /ws/me (the `WatchMyNotices` operationId).
+func (c *Client) WatchMyNotices(ctx context.Context, params *WatchMyNoticesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWatchMyNoticesRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3145,6 +3224,113 @@ func NewWatchAuctionRequest(server string, id AuctionId, params *WatchAuctionPar
 	return req, nil
 }
 
+// NewWatchMyNoticesRequest constructs an http.Request for the WatchMyNotices method
+func NewWatchMyNoticesRequest(server string, params *WatchMyNoticesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/ws/me")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Upgrade", params.Upgrade, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Upgrade", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "Sec-WebSocket-Version", params.SecWebSocketVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Sec-WebSocket-Version", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "Sec-WebSocket-Key", params.SecWebSocketKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Sec-WebSocket-Key", headerParam2)
+
+		if params.Origin != nil {
+			var headerParam3 string
+
+			headerParam3, err = runtime.StyleParamWithOptions("simple", false, "Origin", *params.Origin, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Origin", headerParam3)
+		}
+
+		if params.SecWebSocketProtocol != nil {
+			var headerParam4 string
+
+			headerParam4, err = runtime.StyleParamWithOptions("simple", false, "Sec-WebSocket-Protocol", *params.SecWebSocketProtocol, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Sec-WebSocket-Protocol", headerParam4)
+		}
+
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -3375,6 +3561,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /ws/auctions/{id} (the `WatchAuction` operationId).
 	WatchAuctionWithResponse(ctx context.Context, id AuctionId, params *WatchAuctionParams, reqEditors ...RequestEditorFn) (*WatchAuctionResponse, error)
+
+	// WatchMyNoticesWithResponse Your notices, live (WebSocket)
+	//
+	// A WebSocket handshake (RFC 6455) on any node, authenticated: with `Authorization: Bearer <token>` (non-browser clients), or, from a browser, with `Sec-WebSocket-Protocol: bidgate.bearer, <token>` (the server then answers with the subprotocol `bidgate.bearer`); never with a token in the URL. Scope `bid` or `sell`. After the upgrade the server sends a JSON text message `{"type": "notice", "notice": {...}}` for each of your notices as the notifier stores it (the notice as `GET /me/notifications` shows it; schema in the AsyncAPI document, channel `/ws/me`). With `after=<notice id>` it first sends what was stored after that notice, oldest first (at most 100: page `GET /me/notifications` for more). A notice is sent once per connection; after a reconnect, `after` the last one you have misses nothing. The socket is receive-only (a data frame closes it with 1008); one that falls behind is closed with 1013 and reconnects with `after`. Every refusal comes before the upgrade, as a problem document.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /ws/me (the `WatchMyNotices` operationId).
+	WatchMyNoticesWithResponse(ctx context.Context, params *WatchMyNoticesParams, reqEditors ...RequestEditorFn) (*WatchMyNoticesResponse, error)
 }
 
 // ListAuctionsResponse503Headers the declared response headers of an HTTP 503 response for ListAuctions
@@ -6836,6 +7031,384 @@ func (r WatchAuctionResponse) ContentType() string {
 	return ""
 }
 
+// WatchMyNoticesResponse101Headers the declared response headers of an HTTP 101 response for WatchMyNotices
+type WatchMyNoticesResponse101Headers struct {
+	SecWebSocketAccept   string
+	SecWebSocketProtocol *string
+	Upgrade              string
+}
+
+// WatchMyNoticesResponse401Headers the declared response headers of an HTTP 401 response for WatchMyNotices
+type WatchMyNoticesResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// WatchMyNoticesResponse403Headers the declared response headers of an HTTP 403 response for WatchMyNotices
+type WatchMyNoticesResponse403Headers struct {
+	WWWAuthenticate *string
+}
+
+// WatchMyNoticesResponse426Headers the declared response headers of an HTTP 426 response for WatchMyNotices
+type WatchMyNoticesResponse426Headers struct {
+	Upgrade string
+}
+
+// WatchMyNoticesResponse429Headers the declared response headers of an HTTP 429 response for WatchMyNotices
+type WatchMyNoticesResponse429Headers struct {
+	RetryAfter int
+}
+
+// WatchMyNoticesResponse503Headers the declared response headers of an HTTP 503 response for WatchMyNotices
+type WatchMyNoticesResponse503Headers struct {
+	RetryAfter int
+}
+
+type WatchMyNoticesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *struct {
+		Code interface{} `json:"code"`
+
+		// CurrentPrice With `bid_too_low` only.
+		//
+		// Examples: 1250.00
+		CurrentPrice *Money  `json:"currentPrice,omitempty"`
+		Detail       *string `json:"detail,omitempty"`
+
+		// MinimumBid With `bid_too_low` only: the least a bid must be.
+		//
+		// Examples: 1250.00
+		MinimumBid *Money `json:"minimumBid,omitempty"`
+
+		// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+		RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+		Status            interface{} `json:"status"`
+
+		// Title The status's reason phrase.
+		Title string `json:"title"`
+
+		// Type urn:bidgate:problem: followed by the code.
+		Type string `json:"type"`
+	}
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *struct {
+		Code interface{} `json:"code"`
+
+		// CurrentPrice With `bid_too_low` only.
+		//
+		// Examples: 1250.00
+		CurrentPrice *Money  `json:"currentPrice,omitempty"`
+		Detail       *string `json:"detail,omitempty"`
+
+		// MinimumBid With `bid_too_low` only: the least a bid must be.
+		//
+		// Examples: 1250.00
+		MinimumBid *Money `json:"minimumBid,omitempty"`
+
+		// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+		RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+		Status            interface{} `json:"status"`
+
+		// Title The status's reason phrase.
+		Title string `json:"title"`
+
+		// Type urn:bidgate:problem: followed by the code.
+		Type string `json:"type"`
+	}
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *BodyTooLarge
+	// ApplicationproblemJSON426 the response for an HTTP 426 `application/problem+json` response
+	ApplicationproblemJSON426 *struct {
+		Code interface{} `json:"code"`
+
+		// CurrentPrice With `bid_too_low` only.
+		//
+		// Examples: 1250.00
+		CurrentPrice *Money  `json:"currentPrice,omitempty"`
+		Detail       *string `json:"detail,omitempty"`
+
+		// MinimumBid With `bid_too_low` only: the least a bid must be.
+		//
+		// Examples: 1250.00
+		MinimumBid *Money `json:"minimumBid,omitempty"`
+
+		// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+		RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+		Status            interface{} `json:"status"`
+
+		// Title The status's reason phrase.
+		Title string `json:"title"`
+
+		// Type urn:bidgate:problem: followed by the code.
+		Type string `json:"type"`
+	}
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *struct {
+		Code interface{} `json:"code"`
+
+		// CurrentPrice With `bid_too_low` only.
+		//
+		// Examples: 1250.00
+		CurrentPrice *Money  `json:"currentPrice,omitempty"`
+		Detail       *string `json:"detail,omitempty"`
+
+		// MinimumBid With `bid_too_low` only: the least a bid must be.
+		//
+		// Examples: 1250.00
+		MinimumBid *Money `json:"minimumBid,omitempty"`
+
+		// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+		RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+		Status            interface{} `json:"status"`
+
+		// Title The status's reason phrase.
+		Title string `json:"title"`
+
+		// Type urn:bidgate:problem: followed by the code.
+		Type string `json:"type"`
+	}
+	// ApplicationproblemJSON431 the response for an HTTP 431 `application/problem+json` response
+	ApplicationproblemJSON431 *HeaderTooLarge
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *struct {
+		Code interface{} `json:"code"`
+
+		// CurrentPrice With `bid_too_low` only.
+		//
+		// Examples: 1250.00
+		CurrentPrice *Money  `json:"currentPrice,omitempty"`
+		Detail       *string `json:"detail,omitempty"`
+
+		// MinimumBid With `bid_too_low` only: the least a bid must be.
+		//
+		// Examples: 1250.00
+		MinimumBid *Money `json:"minimumBid,omitempty"`
+
+		// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+		RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+		Status            interface{} `json:"status"`
+
+		// Title The status's reason phrase.
+		Title string `json:"title"`
+
+		// Type urn:bidgate:problem: followed by the code.
+		Type string `json:"type"`
+	}
+	// Headers101 the parsed response headers for an HTTP 101 response
+	Headers101 *WatchMyNoticesResponse101Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *WatchMyNoticesResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *WatchMyNoticesResponse403Headers
+	// Headers426 the parsed response headers for an HTTP 426 response
+	Headers426 *WatchMyNoticesResponse426Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *WatchMyNoticesResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *WatchMyNoticesResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r WatchMyNoticesResponse) GetApplicationproblemJSON400() *struct {
+	Code interface{} `json:"code"`
+
+	// CurrentPrice With `bid_too_low` only.
+	//
+	// Examples: 1250.00
+	CurrentPrice *Money  `json:"currentPrice,omitempty"`
+	Detail       *string `json:"detail,omitempty"`
+
+	// MinimumBid With `bid_too_low` only: the least a bid must be.
+	//
+	// Examples: 1250.00
+	MinimumBid *Money `json:"minimumBid,omitempty"`
+
+	// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+	RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+	Status            interface{} `json:"status"`
+
+	// Title The status's reason phrase.
+	Title string `json:"title"`
+
+	// Type urn:bidgate:problem: followed by the code.
+	Type string `json:"type"`
+} {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r WatchMyNoticesResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r WatchMyNoticesResponse) GetApplicationproblemJSON403() *struct {
+	Code interface{} `json:"code"`
+
+	// CurrentPrice With `bid_too_low` only.
+	//
+	// Examples: 1250.00
+	CurrentPrice *Money  `json:"currentPrice,omitempty"`
+	Detail       *string `json:"detail,omitempty"`
+
+	// MinimumBid With `bid_too_low` only: the least a bid must be.
+	//
+	// Examples: 1250.00
+	MinimumBid *Money `json:"minimumBid,omitempty"`
+
+	// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+	RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+	Status            interface{} `json:"status"`
+
+	// Title The status's reason phrase.
+	Title string `json:"title"`
+
+	// Type urn:bidgate:problem: followed by the code.
+	Type string `json:"type"`
+} {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r WatchMyNoticesResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r WatchMyNoticesResponse) GetApplicationproblemJSON413() *BodyTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON426 returns the response for an HTTP 426 `application/problem+json` response
+func (r WatchMyNoticesResponse) GetApplicationproblemJSON426() *struct {
+	Code interface{} `json:"code"`
+
+	// CurrentPrice With `bid_too_low` only.
+	//
+	// Examples: 1250.00
+	CurrentPrice *Money  `json:"currentPrice,omitempty"`
+	Detail       *string `json:"detail,omitempty"`
+
+	// MinimumBid With `bid_too_low` only: the least a bid must be.
+	//
+	// Examples: 1250.00
+	MinimumBid *Money `json:"minimumBid,omitempty"`
+
+	// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+	RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+	Status            interface{} `json:"status"`
+
+	// Title The status's reason phrase.
+	Title string `json:"title"`
+
+	// Type urn:bidgate:problem: followed by the code.
+	Type string `json:"type"`
+} {
+	return r.ApplicationproblemJSON426
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r WatchMyNoticesResponse) GetApplicationproblemJSON429() *struct {
+	Code interface{} `json:"code"`
+
+	// CurrentPrice With `bid_too_low` only.
+	//
+	// Examples: 1250.00
+	CurrentPrice *Money  `json:"currentPrice,omitempty"`
+	Detail       *string `json:"detail,omitempty"`
+
+	// MinimumBid With `bid_too_low` only: the least a bid must be.
+	//
+	// Examples: 1250.00
+	MinimumBid *Money `json:"minimumBid,omitempty"`
+
+	// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+	RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+	Status            interface{} `json:"status"`
+
+	// Title The status's reason phrase.
+	Title string `json:"title"`
+
+	// Type urn:bidgate:problem: followed by the code.
+	Type string `json:"type"`
+} {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON431 returns the response for an HTTP 431 `application/problem+json` response
+func (r WatchMyNoticesResponse) GetApplicationproblemJSON431() *HeaderTooLarge {
+	return r.ApplicationproblemJSON431
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r WatchMyNoticesResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r WatchMyNoticesResponse) GetApplicationproblemJSON503() *struct {
+	Code interface{} `json:"code"`
+
+	// CurrentPrice With `bid_too_low` only.
+	//
+	// Examples: 1250.00
+	CurrentPrice *Money  `json:"currentPrice,omitempty"`
+	Detail       *string `json:"detail,omitempty"`
+
+	// MinimumBid With `bid_too_low` only: the least a bid must be.
+	//
+	// Examples: 1250.00
+	MinimumBid *Money `json:"minimumBid,omitempty"`
+
+	// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+	RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+	Status            interface{} `json:"status"`
+
+	// Title The status's reason phrase.
+	Title string `json:"title"`
+
+	// Type urn:bidgate:problem: followed by the code.
+	Type string `json:"type"`
+} {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r WatchMyNoticesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r WatchMyNoticesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r WatchMyNoticesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r WatchMyNoticesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListAuctionsWithResponse List and search auctions
 //
 // Public. The open auctions by default, soonest end first; filters combine (AND). Pagination is by keyset, never by offset: a cursor is the position of the last row of its page in the list's order, so paging through a list while auctions are created, end or are cancelled never repeats or skips an auction that stays in it (present before and after, under the same filters, with the same sort value). A sort value that moves while a client pages (an anti-sniping extension under `ending`, a bid under `price_desc`) moves that auction in the list. The list is read from the database (the read replica when one is configured): its order and membership are as of the rows, which for a hot auction lag its live state by the persister's delay; the open hot auctions of a page show their live price, leader, bid count and end, in the page's order still. A cursor is bound to its sort and filters and sealed by the cluster; `limit` may change between pages.
@@ -7147,6 +7720,21 @@ func (c *ClientWithResponses) WatchAuctionWithResponse(ctx context.Context, id A
 		return nil, err
 	}
 	return ParseWatchAuctionResponse(rsp)
+}
+
+// WatchMyNoticesWithResponse Your notices, live (WebSocket)
+//
+// A WebSocket handshake (RFC 6455) on any node, authenticated: with `Authorization: Bearer <token>` (non-browser clients), or, from a browser, with `Sec-WebSocket-Protocol: bidgate.bearer, <token>` (the server then answers with the subprotocol `bidgate.bearer`); never with a token in the URL. Scope `bid` or `sell`. After the upgrade the server sends a JSON text message `{"type": "notice", "notice": {...}}` for each of your notices as the notifier stores it (the notice as `GET /me/notifications` shows it; schema in the AsyncAPI document, channel `/ws/me`). With `after=<notice id>` it first sends what was stored after that notice, oldest first (at most 100: page `GET /me/notifications` for more). A notice is sent once per connection; after a reconnect, `after` the last one you have misses nothing. The socket is receive-only (a data frame closes it with 1008); one that falls behind is closed with 1013 and reconnects with `after`. Every refusal comes before the upgrade, as a problem document.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /ws/me (the `WatchMyNotices` operationId).
+func (c *ClientWithResponses) WatchMyNoticesWithResponse(ctx context.Context, params *WatchMyNoticesParams, reqEditors ...RequestEditorFn) (*WatchMyNoticesResponse, error) {
+	rsp, err := c.WatchMyNotices(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWatchMyNoticesResponse(rsp)
 }
 
 // ParseListAuctionsResponse parses an HTTP response from a ListAuctionsWithResponse call
@@ -9950,6 +10538,290 @@ func ParseWatchAuctionResponse(rsp *http.Response) (*WatchAuctionResponse, error
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers WatchAuctionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseWatchMyNoticesResponse parses an HTTP response from a WatchMyNoticesWithResponse call
+func ParseWatchMyNoticesResponse(rsp *http.Response) (*WatchMyNoticesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &WatchMyNoticesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 101:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest struct {
+			Code interface{} `json:"code"`
+
+			// CurrentPrice With `bid_too_low` only.
+			//
+			// Examples: 1250.00
+			CurrentPrice *Money  `json:"currentPrice,omitempty"`
+			Detail       *string `json:"detail,omitempty"`
+
+			// MinimumBid With `bid_too_low` only: the least a bid must be.
+			//
+			// Examples: 1250.00
+			MinimumBid *Money `json:"minimumBid,omitempty"`
+
+			// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+			RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+			Status            interface{} `json:"status"`
+
+			// Title The status's reason phrase.
+			Title string `json:"title"`
+
+			// Type urn:bidgate:problem: followed by the code.
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest struct {
+			Code interface{} `json:"code"`
+
+			// CurrentPrice With `bid_too_low` only.
+			//
+			// Examples: 1250.00
+			CurrentPrice *Money  `json:"currentPrice,omitempty"`
+			Detail       *string `json:"detail,omitempty"`
+
+			// MinimumBid With `bid_too_low` only: the least a bid must be.
+			//
+			// Examples: 1250.00
+			MinimumBid *Money `json:"minimumBid,omitempty"`
+
+			// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+			RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+			Status            interface{} `json:"status"`
+
+			// Title The status's reason phrase.
+			Title string `json:"title"`
+
+			// Type urn:bidgate:problem: followed by the code.
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BodyTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 426:
+		var dest struct {
+			Code interface{} `json:"code"`
+
+			// CurrentPrice With `bid_too_low` only.
+			//
+			// Examples: 1250.00
+			CurrentPrice *Money  `json:"currentPrice,omitempty"`
+			Detail       *string `json:"detail,omitempty"`
+
+			// MinimumBid With `bid_too_low` only: the least a bid must be.
+			//
+			// Examples: 1250.00
+			MinimumBid *Money `json:"minimumBid,omitempty"`
+
+			// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+			RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+			Status            interface{} `json:"status"`
+
+			// Title The status's reason phrase.
+			Title string `json:"title"`
+
+			// Type urn:bidgate:problem: followed by the code.
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON426 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest struct {
+			Code interface{} `json:"code"`
+
+			// CurrentPrice With `bid_too_low` only.
+			//
+			// Examples: 1250.00
+			CurrentPrice *Money  `json:"currentPrice,omitempty"`
+			Detail       *string `json:"detail,omitempty"`
+
+			// MinimumBid With `bid_too_low` only: the least a bid must be.
+			//
+			// Examples: 1250.00
+			MinimumBid *Money `json:"minimumBid,omitempty"`
+
+			// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+			RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+			Status            interface{} `json:"status"`
+
+			// Title The status's reason phrase.
+			Title string `json:"title"`
+
+			// Type urn:bidgate:problem: followed by the code.
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeaderTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON431 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest struct {
+			Code interface{} `json:"code"`
+
+			// CurrentPrice With `bid_too_low` only.
+			//
+			// Examples: 1250.00
+			CurrentPrice *Money  `json:"currentPrice,omitempty"`
+			Detail       *string `json:"detail,omitempty"`
+
+			// MinimumBid With `bid_too_low` only: the least a bid must be.
+			//
+			// Examples: 1250.00
+			MinimumBid *Money `json:"minimumBid,omitempty"`
+
+			// RetryAfterSeconds With every 429 and 503: the Retry-After header's value.
+			RetryAfterSeconds *int        `json:"retryAfterSeconds,omitempty"`
+			Status            interface{} `json:"status"`
+
+			// Title The status's reason phrase.
+			Title string `json:"title"`
+
+			// Type urn:bidgate:problem: followed by the code.
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 101:
+		var headers WatchMyNoticesResponse101Headers
+		if values := rsp.Header.Values("Sec-WebSocket-Accept"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Sec-WebSocket-Accept", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SecWebSocketAccept = value
+		}
+		if values := rsp.Header.Values("Sec-WebSocket-Protocol"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Sec-WebSocket-Protocol", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SecWebSocketProtocol = &value
+		}
+		if values := rsp.Header.Values("Upgrade"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Upgrade", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Upgrade = value
+		}
+		response.Headers101 = &headers
+	case rsp.StatusCode == 401:
+		var headers WatchMyNoticesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers WatchMyNoticesResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 426:
+		var headers WatchMyNoticesResponse426Headers
+		if values := rsp.Header.Values("Upgrade"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Upgrade", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Upgrade = value
+		}
+		response.Headers426 = &headers
+	case rsp.StatusCode == 429:
+		var headers WatchMyNoticesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers WatchMyNoticesResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {

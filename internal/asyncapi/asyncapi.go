@@ -37,6 +37,9 @@ const DocumentPath = "asyncapi.yaml"
 // WebSocketChannel is the address of the channel of the live auction view.
 const WebSocketChannel = "/ws/auctions/{auctionId}"
 
+// NoticesChannel is the address of the channel of a user's live notices.
+const NoticesChannel = "/ws/me"
+
 //go:embed asyncapi.yaml schemas/*.json
 var files embed.FS
 
@@ -252,7 +255,13 @@ func (m *Message) validateKafka(km kafka.Message, signed bool) error {
 // ValidateWebSocket checks a text frame a viewer received against the
 // messages of WebSocketChannel: it must be exactly one of them.
 func (c *Contract) ValidateWebSocket(frame []byte) error {
-	ms, err := c.Channel(WebSocketChannel)
+	return c.ValidateWebSocketOn(WebSocketChannel, frame)
+}
+
+// ValidateWebSocketOn checks a frame against the messages of the WebSocket
+// channel at address: it must be exactly one of them.
+func (c *Contract) ValidateWebSocketOn(address string, frame []byte) error {
+	ms, err := c.Channel(address)
 	if err != nil {
 		return err
 	}
@@ -330,6 +339,16 @@ func ValidateWebSocket(frame []byte) error {
 		return err
 	}
 	return c.ValidateWebSocket(frame)
+}
+
+// ValidateWebSocketOn checks a frame of the WebSocket channel at address
+// against the default contract.
+func ValidateWebSocketOn(address string, frame []byte) error {
+	c, err := Default()
+	if err != nil {
+		return err
+	}
+	return c.ValidateWebSocketOn(address, frame)
 }
 
 // resolve turns a reference of the document ("./schemas/x.json") into the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"bidgate"
 )
@@ -12,6 +13,20 @@ import (
 // NoticeChannel is the sharded pub/sub channel of user id's notices: every
 // node with a /ws/me connection of that user subscribes to it.
 func NoticeChannel(user int64) string { return "user:{" + strconv.FormatInt(user, 10) + "}:notices" }
+
+// userOfNoticeChannel is NoticeChannel's inverse.
+func userOfNoticeChannel(channel string) (int64, bool) {
+	rest, ok := strings.CutPrefix(channel, "user:{")
+	if !ok {
+		return 0, false
+	}
+	digits, ok := strings.CutSuffix(rest, "}:notices")
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(digits, 10, 64)
+	return id, err == nil && id > 0
+}
 
 // PublishNotices sends each notice, as its JSON, on its user's channel, in
 // one pipeline. Best effort: a user not connected hears nothing, and one

@@ -28,6 +28,7 @@ import (
 // updates may have been missed.
 type Subscriber struct {
 	rdb    redis.UniversalClient
+	kind   channelKind
 	events chan Event
 	ctx    context.Context // ends with Close
 	cancel context.CancelFunc
@@ -43,16 +44,40 @@ type Subscriber struct {
 	closed   bool
 }
 
+// channelKind is what a Subscriber's ids name: auctions (their state
+// updates) or users (their notices).
+type channelKind struct {
+	channel func(id int64) string
+	idOf    func(channel string) (int64, bool)
+	// parse reads a message of id's channel into its event.
+	parse func(id int64, payload string) Event
+}
+
+var (
+	auctionUpdates = channelKind{channel: Channel, idOf: auctionOfChannel, parse: func(id int64, payload string) Event {
+		u, err := ParseUpdate(payload)
+		if err == nil && u.AuctionID != id {
+			err = fmt.Errorf("state update of auction %d on auction %d's channel", u.AuctionID, id)
+		}
+		return Event{AuctionID: id, Update: u, Err: err}
+	}}
+	userNotices = channelKind{channel: NoticeChannel, idOf: userOfNoticeChannel, parse: func(id int64, payload string) Event {
+		return Event{AuctionID: id, Notice: []byte(payload)}
+	}}
+)
+
 // Event is what a Subscriber receives.
 type Event struct {
-	// AuctionID is the auction the event is about; 0 with Err: a
-	// connection was lost (its auctions will be confirmed again).
+	// AuctionID is the auction the event is about (for a notice
+	// Subscriber, the user); 0 with Err: a connection was lost (its
+	// subscriptions will be confirmed again).
 	AuctionID int64
 	// Subscribed: Redis confirmed the auction's subscription. A
 	// confirmation after the first follows a lost connection or a moved
 	// slot: updates published in between were missed.
 	Subscribed bool
 	Update     Update
+	Notice     []byte // a notice Subscriber's message: the notice's JSON, as published
 	Err        error // a malformed update (or a lost connection)
 }
 
@@ -82,8 +107,18 @@ var ErrSubscriberClosed = errors.New("redisstore: subscriber closed")
 // Cluster client) whose Events channel holds up to buffer events. It makes
 // no connection before the first Subscribe.
 func NewSubscriber(rdb redis.UniversalClient, buffer int) *Subscriber {
+	return newSubscriber(rdb, buffer, auctionUpdates)
+}
+
+// NewNoticeSubscriber is a Subscriber of users' notice channels
+// (NoticeChannel): its ids are user ids, its events carry Notice.
+func NewNoticeSubscriber(rdb redis.UniversalClient, buffer int) *Subscriber {
+	return newSubscriber(rdb, buffer, userNotices)
+}
+
+func newSubscriber(rdb redis.UniversalClient, buffer int, kind channelKind) *Subscriber {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Subscriber{rdb: rdb, events: make(chan Event, buffer), ctx: ctx, cancel: cancel,
+	return &Subscriber{rdb: rdb, kind: kind, events: make(chan Event, buffer), ctx: ctx, cancel: cancel,
 		conns: map[string]*shardConn{}, of: map[int64]*shardConn{}}
 }
 
@@ -101,13 +136,13 @@ func (s *Subscriber) Subscribe(ctx context.Context, id int64) error {
 	switch s.rdb.(type) {
 	case *redis.ClusterClient, *redis.Client:
 	default:
-		return fmt.Errorf("subscribe to auction %d's updates: needs a single Redis or a Redis Cluster client, not %T", id, s.rdb)
+		return fmt.Errorf("subscribe to %s: needs a single Redis or a Redis Cluster client, not %T", s.kind.channel(id), s.rdb)
 	}
 	if s.closed {
 		return ErrSubscriberClosed
 	}
 	if _, ok := s.of[id]; ok {
-		return fmt.Errorf("auction %d: already subscribed", id)
+		return fmt.Errorf("%s: already subscribed", s.kind.channel(id))
 	}
 	c, err := s.subscribe(ctx, id)
 	s.of[id] = c
@@ -128,7 +163,7 @@ func (s *Subscriber) Unsubscribe(ctx context.Context, id int64) {
 		return
 	}
 	c.leaving[id]++
-	if err := c.ps.SUnsubscribe(ctx, Channel(id)); err != nil {
+	if err := c.ps.SUnsubscribe(ctx, s.kind.channel(id)); err != nil {
 		s.drop(c, err) // closing the connection ends its subscriptions too
 	}
 }
@@ -155,10 +190,10 @@ func (s *Subscriber) Close() error {
 // subscribe sends auction id's SSUBSCRIBE on a connection to its primary,
 // opening one if need be. mu is held.
 func (s *Subscriber) subscribe(ctx context.Context, id int64) (*shardConn, error) {
-	channel := Channel(id)
+	channel := s.kind.channel(id)
 	primary, err := primaryOf(ctx, s.rdb, channel)
 	if err != nil {
-		return nil, fmt.Errorf("subscribe to auction %d's updates: %w", id, err)
+		return nil, fmt.Errorf("subscribe to %s: %w", channel, err)
 	}
 	addr := primary.Options().Addr
 	c := s.conns[addr]
@@ -172,7 +207,7 @@ func (s *Subscriber) subscribe(ctx context.Context, id int64) (*shardConn, error
 	}
 	if err := c.ps.SSubscribe(ctx, channel); err != nil {
 		s.drop(c, err)
-		return nil, fmt.Errorf("subscribe to auction %d's updates on %s: %w", id, addr, err)
+		return nil, fmt.Errorf("subscribe to %s on %s: %w", channel, addr, err)
 	}
 	return c, nil
 }
@@ -248,7 +283,7 @@ func (s *Subscriber) resubscribeOnce() (done bool) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(s.ctx, subscribeTimeout)
-		primary, err := primaryOf(ctx, s.rdb, Channel(id))
+		primary, err := primaryOf(ctx, s.rdb, s.kind.channel(id))
 		if err == nil && !failed[primary.Options().Addr] {
 			if s.of[id], err = s.subscribe(ctx, id); err != nil {
 				failed[primary.Options().Addr] = true
@@ -305,7 +340,7 @@ func (s *Subscriber) eventOf(c *shardConn, msg any) (Event, bool) {
 	defer s.mu.Unlock()
 	switch m := msg.(type) {
 	case *redis.Subscription:
-		id, ok := auctionOfChannel(m.Channel)
+		id, ok := s.kind.idOf(m.Channel)
 		if !ok {
 			return Event{}, false
 		}
@@ -327,15 +362,11 @@ func (s *Subscriber) eventOf(c *shardConn, msg any) (Event, bool) {
 			}
 		}
 	case *redis.Message:
-		id, ok := auctionOfChannel(m.Channel)
+		id, ok := s.kind.idOf(m.Channel)
 		if !ok || s.of[id] != c {
 			return Event{}, false // unsubscribed, or moved to another connection
 		}
-		u, err := ParseUpdate(m.Payload)
-		if err == nil && u.AuctionID != id {
-			err = fmt.Errorf("state update of auction %d on auction %d's channel", u.AuctionID, id)
-		}
-		return Event{AuctionID: id, Update: u, Err: err}, true
+		return s.kind.parse(id, m.Payload), true
 	}
 	return Event{}, false
 }
