@@ -223,3 +223,24 @@ func TestInboxRefusals(t *testing.T) {
 		refused(t, n.url(""), userHeader(alice), 429, "rate_limited")
 	})
 }
+
+// Two nodes on one Redis: a user connected to both gets each notice on
+// both; another user on either gets none of them.
+func TestInboxAcrossNodes(t *testing.T) {
+	e := newEnv(t)
+	n1, n2 := startInbox(t, e, InboxConfig{}), startInbox(t, e, InboxConfig{})
+	const alice, bob = 4_000_031, 4_000_032
+	a1, a2, b1, b2 := n1.dial(t, alice, ""), n2.dial(t, alice, ""), n1.dial(t, bob, ""), n2.dial(t, bob, "")
+	n1.deliver(t, testNotice("outbid-8-1", alice), testNotice("outbid-8-2", bob))
+	for _, c := range []struct {
+		name string
+		c    *noticeClient
+		user int64
+		id   string
+	}{{"alice on node 1", a1, alice, "outbid-8-1"}, {"alice on node 2", a2, alice, "outbid-8-1"},
+		{"bob on node 1", b1, bob, "outbid-8-2"}, {"bob on node 2", b2, bob, "outbid-8-2"}} {
+		if got := c.c.next(t); got.ID != c.id || got.UserID != c.user {
+			t.Fatalf("%s got %+v, want %s", c.name, got, c.id)
+		}
+	}
+}
