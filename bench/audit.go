@@ -21,6 +21,7 @@ type Dataset struct {
 	Rows     []AuctionRow  // their auction rows in PostgreSQL
 	Bids     []BidRow      // their bid rows
 	Outbox   []OutboxRow   // outbox rows naming them
+	Notices  []NoticeRow   // the notices stored about them
 	Redis    map[int64]RedisState
 	// ClosedBy is a database time by which every auction whose effective
 	// end had passed must be CLOSED (the moment the pipeline was seen
@@ -35,6 +36,7 @@ type Dataset struct {
 // AuctionRow is a row of table auction.
 type AuctionRow struct {
 	ID           int64
+	SellerID     int64
 	Status       string
 	Mode         string
 	StartPrice   string
@@ -218,6 +220,7 @@ func Audit(d Dataset) []Check {
 		checkHidden(d.Records),
 		checkIdempotency(ix, d.Records),
 		checkAuthorized(d.Records),
+		checkNotices(ix, d.Notices),
 	}
 	if d.Watched {
 		checks = append(checks, checkViewerOrder(d.Viewers), checkViewerFinal(ix, d.Viewers))

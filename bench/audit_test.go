@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,8 +124,17 @@ func workedExample() ([]BidRow, []Record) {
 // auction that ended without bids, the worked example of proxy bids with a
 // reserve, an auction that ended below its reserve and one bought at
 // once. Every check has something to look at.
+// notice is a stored notice row.
+func notice(id string, user int64) NoticeRow {
+	t, rest, _ := strings.Cut(id, "-")
+	auction, _, _ := strings.Cut(rest, "-")
+	n, _ := strconv.ParseInt(auction, 10, 64)
+	return NoticeRow{ID: id, UserID: user, Type: t, AuctionID: n}
+}
+
 func cleanDataset() Dataset {
 	const a, b, c = auctionCold, auctionHot, auctionNoBids
+	const seller = 900
 	bids := []BidRow{
 		{AuctionID: a, BidderID: 7, Amount: "101.00", Kind: rowStraight, RequestID: key(1), Seq: 1, AcceptedAt: at(time.Second), EndTime: at(10 * time.Second)},
 		// In the last second of a 1s window: extended to its time + 1s.
@@ -155,15 +166,15 @@ func cleanDataset() Dataset {
 	bids = append(bids, proxyBids...)
 	records = append(records, proxyRecords...)
 	cold := func(id int64, price string, leader int64, n int64, end, closed time.Duration) AuctionRow {
-		return AuctionRow{ID: id, Status: "CLOSED", Mode: "COLD", StartPrice: "100.00", CurrentPrice: price, MinIncrement: "1.00",
+		return AuctionRow{ID: id, SellerID: seller, Status: "CLOSED", Mode: "COLD", StartPrice: "100.00", CurrentPrice: price, MinIncrement: "1.00",
 			LeaderID: leader, BidCount: n, EndTime: at(end), ClosedAt: at(closed), LeaderMax: price}
 	}
 	rows := []AuctionRow{
 		cold(a, "105.00", 8, 2, 10500*time.Millisecond, 11*time.Second),
-		{ID: b, Status: "OPEN", Mode: "HOT", StartPrice: "1000.00", CurrentPrice: "1003.50", MinIncrement: "1.00",
+		{ID: b, SellerID: seller, Status: "OPEN", Mode: "HOT", StartPrice: "1000.00", CurrentPrice: "1003.50", MinIncrement: "1.00",
 			LeaderID: 23, BidCount: 3, EndTime: at(time.Hour)},
 		cold(c, "100.00", 0, 0, 5*time.Second, 6*time.Second),
-		{ID: auctionProxy, Status: "CLOSED", Mode: "COLD", StartPrice: "1000.00", CurrentPrice: "1800.00", MinIncrement: "10.00",
+		{ID: auctionProxy, SellerID: seller, Status: "CLOSED", Mode: "COLD", StartPrice: "1000.00", CurrentPrice: "1800.00", MinIncrement: "10.00",
 			LeaderID: bidderZ, BidCount: 7, EndTime: at(10 * time.Second), ClosedAt: at(11 * time.Second),
 			ReservePrice: "1800.00", LeaderMax: "2500.00"},
 		cold(auctionBelow, "120.00", 7, 1, 5*time.Second, 6*time.Second),
@@ -192,6 +203,17 @@ func cleanDataset() Dataset {
 			closedEvent(auctionBought, ptr(9), "500.00", 1, nil),
 		},
 		Redis: map[int64]RedisState{b: {Price: "1003.50", Leader: 23, Lmax: "1003.50", Seq: 3, End: at(time.Hour), Status: "OPEN"}},
+		// What the notifier stored: each leader a row took the lead from
+		// (not those a proxy answered, not a raise), and each close.
+		Notices: []NoticeRow{
+			notice("outbid-11-2", 7), notice("won-11", 8), notice("lost-11-7", 7), notice("sold-11", seller),
+			notice("outbid-12-2", 21), notice("outbid-12-3", 22),
+			notice("unsold-13", seller),
+			notice("outbid-14-6", bidderX), notice("won-14", bidderZ), notice("lost-14-101", bidderX),
+			notice("lost-14-102", bidderY), notice("sold-14", seller),
+			notice("lost-15-7", 7), notice("unsold-15", seller),
+			notice("won-16", 9), notice("sold-16", seller),
+		},
 		// The pipeline drained at +20s.
 		ClosedBy: at(20 * time.Second),
 	}
@@ -261,8 +283,8 @@ func setEvent(d *Dataset, e OutboxRow) {
 
 func TestAuditCleanDatasetPasses(t *testing.T) {
 	checks := Audit(cleanDataset())
-	if len(checks) != 13 {
-		t.Fatalf("%d checks, want 13", len(checks))
+	if len(checks) != 14 {
+		t.Fatalf("%d checks, want 14", len(checks))
 	}
 	for _, c := range checks {
 		if !c.Pass || c.Failed != 0 {
@@ -523,6 +545,31 @@ func TestAuditCatchesPlantedFaults(t *testing.T) {
 				t.Errorf("%s failed without an example", tc.want)
 			}
 			t.Logf("%s: %v", tc.want, c.Examples)
+		})
+	}
+}
+
+// The notice audit catches a notice missing, stored twice, sent to the
+// wrong user, or sent for no reason (to a bidder a proxy answered).
+func TestAuditNotices(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		plant func(d *Dataset)
+	}{
+		{"missing", func(d *Dataset) { d.Notices = d.Notices[1:] }},
+		{"twice", func(d *Dataset) { d.Notices = append(d.Notices, d.Notices[0]) }},
+		{"to another user", func(d *Dataset) { d.Notices[0].UserID = 8 }},
+		{"for an answered bid", func(d *Dataset) { d.Notices = append(d.Notices, notice("outbid-14-2", bidderX)) }},
+		{"to the seller of an open auction", func(d *Dataset) { d.Notices = append(d.Notices, notice("sold-12", 900)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := cleanDataset()
+			tc.plant(&d)
+			for _, c := range Audit(d) {
+				if c.ID == CheckNotices && c.Pass {
+					t.Fatalf("the notice audit passed with a notice %s", tc.name)
+				}
+			}
 		})
 	}
 }

@@ -37,7 +37,7 @@ func (e *Env) collect(ctx context.Context, specs []AuctionSpec, recs []Record, c
 	d := Dataset{Auctions: specs, Records: recs, ClosedBy: closedBy}
 	all := ids(specs)
 	rows, err := e.db.Query(ctx, `
-SELECT id, status, mode, start_price::text, current_price::text, min_increment::text,
+SELECT id, seller_id, status, mode, start_price::text, current_price::text, min_increment::text,
        COALESCE(leader_id, 0), bid_count, end_time, COALESCE(closed_at, 'epoch'::timestamptz),
        COALESCE(reserve_price::text, ''), COALESCE(buy_now_price::text, ''), COALESCE(leader_max::text, '')
   FROM auction WHERE id = ANY($1)`, all)
@@ -46,7 +46,7 @@ SELECT id, status, mode, start_price::text, current_price::text, min_increment::
 	}
 	d.Rows, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (AuctionRow, error) {
 		var a AuctionRow
-		err := row.Scan(&a.ID, &a.Status, &a.Mode, &a.StartPrice, &a.CurrentPrice, &a.MinIncrement,
+		err := row.Scan(&a.ID, &a.SellerID, &a.Status, &a.Mode, &a.StartPrice, &a.CurrentPrice, &a.MinIncrement,
 			&a.LeaderID, &a.BidCount, &a.EndTime, &a.ClosedAt, &a.ReservePrice, &a.BuyNowPrice, &a.LeaderMax)
 		if a.ClosedAt.Equal(time.Unix(0, 0)) {
 			a.ClosedAt = time.Time{}
@@ -81,6 +81,18 @@ SELECT auction_id, bidder_id, amount::text, kind, COALESCE(max_amount::text, '')
 	})
 	if err != nil {
 		return d, fmt.Errorf("read outbox: %w", err)
+	}
+	rows, err = e.db.Query(ctx, `SELECT id, user_id, type, auction_id FROM notification WHERE auction_id = ANY($1)`, all)
+	if err != nil {
+		return d, fmt.Errorf("read notices: %w", err)
+	}
+	d.Notices, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (NoticeRow, error) {
+		var n NoticeRow
+		err := row.Scan(&n.ID, &n.UserID, &n.Type, &n.AuctionID)
+		return n, err
+	})
+	if err != nil {
+		return d, fmt.Errorf("read notices: %w", err)
 	}
 	hot := map[int64]bool{}
 	for _, id := range hotIDs(specs) {

@@ -19,8 +19,8 @@ type Drain struct {
 }
 
 // waitDrained polls until every hot auction's accepted bids (Redis's seq)
-// are in the bid table and every auction past its end is CLOSED, or until
-// timeout. The audit runs either way.
+// are in the bid table, every auction past its end is CLOSED and every
+// notice about them is stored, or until timeout. The audit runs either way.
 func (e *Env) waitDrained(ctx context.Context, specs []AuctionSpec, timeout time.Duration) Drain {
 	start := time.Now()
 	deadline := start.Add(timeout)
@@ -106,8 +106,16 @@ func (e *Env) pending(ctx context.Context, all, hot []int64) (string, time.Time,
 		}
 		unclosed++
 	}
-	if unpersisted == 0 && unclosed == 0 {
+	// Notices written (outbox) and not yet stored by a notifier.
+	var unstored int64
+	if err := e.db.QueryRow(ctx, `
+SELECT count(*) FROM outbox o
+ WHERE o.topic = 'bid-notifications' AND (o.payload->>'auctionId')::bigint = ANY($1)
+   AND NOT EXISTS (SELECT 1 FROM notification n WHERE n.id = o.payload->>'id')`, all).Scan(&unstored); err != nil {
+		return "", now, err
+	}
+	if unpersisted == 0 && unclosed == 0 && unstored == 0 {
 		return "", now, nil
 	}
-	return fmt.Sprintf("%d hot bids not yet in the bid table, %d ended auctions not yet CLOSED", unpersisted, unclosed), now, nil
+	return fmt.Sprintf("%d hot bids not yet in the bid table, %d ended auctions not yet CLOSED, %d notices not yet stored", unpersisted, unclosed, unstored), now, nil
 }
