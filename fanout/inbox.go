@@ -249,21 +249,24 @@ func (b *Inbox) ServeWS(ctx *fasthttp.RequestCtx, user int64) {
 }
 
 // afterParam reads ?after=, the only parameter; false when it answered 400.
+// An unknown parameter is not echoed back: it may be a token someone put in
+// the URL.
 func (b *Inbox) afterParam(ctx *fasthttp.RequestCtx) (string, bool) {
-	var after string
-	bad := ""
-	ctx.QueryArgs().VisitAll(func(k, v []byte) {
+	var after, bad string
+	for k, v := range ctx.QueryArgs().All() {
 		switch {
-		case string(k) != "after" || after != "":
-			bad = string(k)
+		case string(k) != "after":
+			bad = "an unknown parameter: /ws/me takes after only"
+		case after != "":
+			bad = "after: given twice"
 		case !bidgate.ValidNoticeID(string(v)):
-			bad = "after"
+			bad = "after: not a notice id"
 		default:
 			after = string(v)
 		}
-	})
+	}
 	if bad != "" {
-		writeProblem(ctx, fasthttp.StatusBadRequest, "invalid_query", bad+": not a parameter of /ws/me, given twice, or not a notice id", 0)
+		writeProblem(ctx, fasthttp.StatusBadRequest, "invalid_query", bad, 0)
 		return "", false
 	}
 	return after, true
