@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
@@ -19,7 +18,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"bidgate"
-	"bidgate/internal/retry"
 	pkafka "bidgate/persist/kafka"
 	"bidgate/persist/pgstore"
 	"bidgate/persist/redisstore"
@@ -84,28 +82,8 @@ func NewNotifier(db *pgxpool.Pool, rdb redis.UniversalClient, r Reader, cfg Noti
 // Run stores notices until ctx ends, and returns nil then; failures are
 // retried after a back-off, with the same batch.
 func (n *Notifier) Run(ctx context.Context) error {
-	var pending []kafka.Message
-	loop := retry.Loop{Task: "store notices from Kafka", Log: n.cfg.Log}
-	return loop.Run(ctx, func(ctx context.Context) (bool, error) {
-		if pending == nil {
-			msgs, err := fetchBatch(ctx, n.r, n.cfg.MaxBatch, n.cfg.MaxWait)
-			if err != nil && len(msgs) == 0 {
-				n.metrics.errors.WithLabelValues("kafka").Inc()
-				return false, fmt.Errorf("fetch notices from Kafka: %w", err)
-			}
-			pending = msgs
-		}
-		if err := n.deliver(ctx, pending); err != nil {
-			return false, fmt.Errorf("store %d notices: %w", len(pending), err)
-		}
-		msgs := pending
-		pending = nil
-		if err := n.r.CommitMessages(ctx, msgs...); err != nil && ctx.Err() == nil {
-			n.metrics.errors.WithLabelValues("kafka").Inc()
-			return false, fmt.Errorf("commit offsets: %w", err)
-		}
-		return true, nil
-	})
+	return consume(ctx, n.r, consumer{task: "store notices from Kafka", what: "notices", maxBatch: n.cfg.MaxBatch,
+		maxWait: n.cfg.MaxWait, log: n.cfg.Log, kafkaErrors: n.metrics.errors.WithLabelValues("kafka"), handle: n.deliver})
 }
 
 // deliver stores a batch's valid notices and publishes the new ones.

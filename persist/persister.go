@@ -99,40 +99,55 @@ func NewPersister(db *pgxpool.Pool, rdb redis.UniversalClient, r Reader, cfg Per
 // back-off, a failed write with the same batch, and nothing is committed to
 // Kafka until its batch is in PostgreSQL.
 func (p *Persister) Run(ctx context.Context) error {
-	var pending []kafka.Message // fetched, not yet in PostgreSQL: written again after a failure
-	loop := retry.Loop{Task: "persist bids from Kafka", Log: p.cfg.Log}
+	return consume(ctx, p.r, consumer{task: "persist bids from Kafka", what: "bids", maxBatch: p.cfg.MaxBatch,
+		maxWait: p.cfg.MaxWait, log: p.cfg.Log, kafkaErrors: p.metrics.errors.WithLabelValues("kafka"),
+		handle: p.persist, handled: p.afterInsert})
+}
+
+// consumer is what a consume loop needs: its name and batching, and what to
+// do with a batch.
+type consumer struct {
+	task, what  string // for the logs: "persist bids from Kafka", "bids"
+	maxBatch    int
+	maxWait     time.Duration
+	log         *slog.Logger
+	kafkaErrors prometheus.Counter
+	handle      func(context.Context, []kafka.Message) error
+	handled     func() error // nil, or a hook (tests) between handling and committing
+}
+
+// consume is the at-least-once loop of the consumers (persister, notifier):
+// fetch a batch, handle it until that succeeds (the same batch after a
+// failure, after a back-off), and only then commit its offsets, so a crash
+// in between delivers it again. It returns nil when ctx ends.
+func consume(ctx context.Context, r Reader, c consumer) error {
+	var pending []kafka.Message // fetched, not yet handled: handled again after a failure
+	loop := retry.Loop{Task: c.task, Log: c.log}
 	return loop.Run(ctx, func(ctx context.Context) (bool, error) {
 		if pending == nil {
-			msgs, err := p.fetch(ctx)
+			msgs, err := fetchBatch(ctx, r, c.maxBatch, c.maxWait)
 			if err != nil && len(msgs) == 0 {
-				p.metrics.errors.WithLabelValues("kafka").Inc()
-				return false, fmt.Errorf("fetch bids from Kafka: %w", err)
+				c.kafkaErrors.Inc()
+				return false, fmt.Errorf("fetch %s from Kafka: %w", c.what, err)
 			}
 			pending = msgs
 		}
-		if err := p.persist(ctx, pending); err != nil {
-			return false, fmt.Errorf("persist %d bids: %w", len(pending), err)
+		if err := c.handle(ctx, pending); err != nil {
+			return false, fmt.Errorf("%s: %d messages: %w", c.task, len(pending), err)
 		}
-		if p.afterInsert != nil {
-			if err := p.afterInsert(); err != nil {
+		if c.handled != nil {
+			if err := c.handled(); err != nil {
 				return false, fmt.Errorf("%w: %w", retry.ErrStop, err)
 			}
 		}
 		msgs := pending
 		pending = nil
-		if err := p.r.CommitMessages(ctx, msgs...); err != nil && ctx.Err() == nil {
-			// The batch will come again; writing it again is harmless.
-			p.metrics.errors.WithLabelValues("kafka").Inc()
+		if err := r.CommitMessages(ctx, msgs...); err != nil && ctx.Err() == nil {
+			c.kafkaErrors.Inc()
 			return false, fmt.Errorf("commit offsets: %w", err)
 		}
 		return true, nil // the next fetch waits for messages
 	})
-}
-
-// fetch waits for one message, then takes what follows within MaxWait, up
-// to MaxBatch (fetchBatch).
-func (p *Persister) fetch(ctx context.Context) ([]kafka.Message, error) {
-	return fetchBatch(ctx, p.r, p.cfg.MaxBatch, p.cfg.MaxWait)
 }
 
 // fetchBatch waits for one message, then takes what follows within wait,
