@@ -78,7 +78,7 @@ type Event struct {
 	Subscribed bool
 	Update     Update
 	Notice     []byte // a notice Subscriber's message: the notice's JSON, as published
-	Err        error // a malformed update (or a lost connection)
+	Err        error  // a malformed update (or a lost connection)
 }
 
 // shardConn is one pub/sub connection to a primary.
