@@ -242,3 +242,27 @@ func TestHotOutbidNoticesComeWithTheirRows(t *testing.T) {
 		t.Fatalf("%d notices to dave or eve, who were never replaced", told)
 	}
 }
+
+// The relay tells a replaced leader straight from the Redis log, before
+// the bid reaches PostgreSQL: here no persister runs at all.
+func TestRelayTellsTheReplacedLeaderFirst(t *testing.T) {
+	p := newPipeline(t)
+	signer, verifier := eventKeys(t, "0123456789abcdef0123456789abcdef")
+	notices := kafka.NewWriter(p.broker.Addrs(), bidgate.TopicBidNotifications, kafka.Security{})
+	p.closeAtEnd("writer", notices.Close)
+	p.run(p.relay(persist.RelayConfig{Signer: signer, Notices: notices}).Run)
+	p.notifier(verifier)
+
+	a := p.auction() // hot, at 1000 rising by 100
+	const alice, bob = 8_200_001, 8_200_002
+	ch := p.subscribe(alice)
+	p.place(a, alice, 1100)
+	p.place(a, bob, 1200)
+	n := nextNotice(t, ch)
+	if n.ID != fmt.Sprintf("outbid-%d-2", a.ID) || n.Price != "1200.00" || n.MaxAmount != "1100.00" || n.Title != "hot" {
+		t.Fatalf("alice was told %+v", n)
+	}
+	if rows := p.bidRows(`auction_id = $1`, a.ID); rows != 0 {
+		t.Fatalf("%d bid rows: the notice was to come before any", rows)
+	}
+}

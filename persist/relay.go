@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -48,6 +50,11 @@ type RelayConfig struct {
 	// Signer signs every message with the event-signing key: persisters
 	// drop what they cannot verify. Nil signs nothing (an insecure cluster).
 	Signer *pkafka.Signer
+	// Notices, when set, gets an outbid notice (topic bid-notifications)
+	// for each produced entry that took the lead from someone: the fast
+	// path to the user. Best effort: the writer of the row adds the same
+	// notice (same id) to the outbox in its transaction, the durable path.
+	Notices Writer
 	// Replication, when it asks for replicas (--redis-wait-replicas),
 	// makes the relay hand on only log entries the replicas hold: an entry
 	// whose batch was never acknowledged is gone after a failover.
@@ -92,6 +99,8 @@ type Relay struct {
 	cfg     RelayConfig
 	metrics *relayMetrics
 	wake    chan struct{}
+
+	titles map[int64]string // auction titles, for notices (a title never changes)
 
 	mu        sync.Mutex
 	stalled   map[int64]stall // auction -> its persisted position and since when it has not moved
@@ -192,6 +201,7 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 	}
 	var msgs []kafka.Message
 	var advance []redisstore.Relayed
+	var outbid []bidgate.BidAccepted
 	for i, v := range due {
 		for _, b := range logs[i] {
 			if b.Seq <= v.Persisted {
@@ -202,6 +212,9 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 				return 0, err
 			}
 			msgs = append(msgs, m)
+			if b.Outbid != 0 {
+				outbid = append(outbid, b)
+			}
 		}
 		if n := len(logs[i]); n > 0 {
 			to, err := redisstore.ParseStreamID(logs[i][n-1].StreamID)
@@ -215,6 +228,7 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 		if err := r.w.WriteMessages(ctx, msgs...); err != nil {
 			return 0, fmt.Errorf("produce %d bids: %w", len(msgs), err)
 		}
+		r.tell(ctx, outbid)
 	}
 	for _, v := range due {
 		if r.afterProduce != nil {
@@ -334,6 +348,54 @@ func withEntries(ranges []redisstore.LogRange, logs [][]bidgate.BidAccepted) []i
 	return ids
 }
 
+// tell produces the outbid notices of entries just produced (the fast
+// path, see RelayConfig.Notices); a failure is counted and left to the
+// outbox's copy.
+func (r *Relay) tell(ctx context.Context, outbid []bidgate.BidAccepted) {
+	if r.cfg.Notices == nil || len(outbid) == 0 {
+		return
+	}
+	var missing []int64
+	for _, b := range outbid {
+		if _, ok := r.titles[b.AuctionID]; !ok && !slices.Contains(missing, b.AuctionID) {
+			missing = append(missing, b.AuctionID)
+		}
+	}
+	if len(missing) > 0 {
+		titles, err := r.db.Titles(ctx, missing)
+		if err != nil {
+			r.metrics.noticeErrors.Inc()
+			return
+		}
+		if r.titles == nil || len(r.titles) > maxTitles {
+			r.titles = map[int64]string{}
+		}
+		maps.Copy(r.titles, titles)
+	}
+	msgs := make([]kafka.Message, 0, len(outbid))
+	for _, b := range outbid {
+		title, ok := r.titles[b.AuctionID]
+		if !ok {
+			continue // not in PostgreSQL: the row cannot be written either
+		}
+		n := bidgate.Notice{ID: bidgate.NoticeID(bidgate.NoticeOutbid, b.AuctionID, b.Outbid, b.Seq), Type: bidgate.NoticeOutbid,
+			UserID: b.Outbid, AuctionID: b.AuctionID, Title: title, Price: b.Amount, MaxAmount: b.OutbidMax, At: b.AcceptedAt}
+		v, err := json.Marshal(n)
+		if err != nil {
+			continue
+		}
+		m := kafka.Message{Key: []byte(strconv.FormatInt(n.UserID, 10)), Value: v}
+		r.cfg.Signer.Sign(&m, bidgate.TopicBidNotifications)
+		msgs = append(msgs, m)
+	}
+	if err := r.cfg.Notices.WriteMessages(ctx, msgs...); err != nil {
+		r.metrics.noticeErrors.Inc()
+	}
+}
+
+// maxTitles bounds the relay's title cache; past it, it starts over.
+const maxTitles = 10000
+
 // bidMessage is a signed bid-accepted message keyed by auction id.
 func bidMessage(b bidgate.BidAccepted, signer *pkafka.Signer) (kafka.Message, error) {
 	v, err := json.Marshal(b)
@@ -347,6 +409,7 @@ func bidMessage(b bidgate.BidAccepted, signer *pkafka.Signer) (kafka.Message, er
 
 type relayMetrics struct {
 	relayed, errors, refeeds, refeedBids prometheus.Counter
+	noticeErrors                         prometheus.Counter
 	lag                                  prometheus.Gauge
 }
 
@@ -361,6 +424,8 @@ func newRelayMetrics(reg prometheus.Registerer) *relayMetrics {
 			Name: "bidgate_relay_refeeds_total", Help: "Times the relay produced an auction's log again from its persisted position."}),
 		refeedBids: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_relay_refeed_bids_total", Help: "Bids behind the persisted position when the relay re-fed (how much PostgreSQL lagged)."}),
+		noticeErrors: f.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_relay_notice_errors_total", Help: "Passes whose outbid notices the relay could not produce at once (the outbox's copy follows)."}),
 		lag: f.NewGauge(prometheus.GaugeOpts{
 			Name: "bidgate_relay_lag_seconds", Help: "Largest gap, in Redis time, between an auction's newest log entry and its relayed cursor."}),
 	}
