@@ -223,12 +223,21 @@ func (n *node) bidRelay(members *ring.Ring) *persist.Relay {
 	return persist.NewRelay(n.db, n.rdb, w, cfg, n.reg)
 }
 
+// noticeOutboxBatch is the outbox relay's batch for bid-notifications.
+const noticeOutboxBatch = 5000
+
 // outboxRelay relays one topic's outbox rows; its metrics carry the topic.
 func (n *node) outboxRelay(topic string) *persist.OutboxRelay {
 	w := kafka.NewWriter(n.brokers, topic, n.kafkaSec)
 	n.cleanup = append(n.cleanup, func() { w.Close() })
 	reg := prometheus.WrapRegistererWith(prometheus.Labels{"topic": topic}, n.reg)
-	return persist.NewOutboxRelay(n.db, w, persist.OutboxConfig{Topic: topic, Signer: n.signer, Log: n.log}, reg)
+	cfg := persist.OutboxConfig{Topic: topic, Signer: n.signer, Log: n.log}
+	if topic == bidgate.TopicBidNotifications {
+		// A hot auction's close writes a notice per bidder, thousands at
+		// once: bigger batches, fewer round trips per notice.
+		cfg.BatchSize = noticeOutboxBatch
+	}
+	return persist.NewOutboxRelay(n.db, w, cfg, reg)
 }
 
 func (n *node) persister() *persist.Persister {
