@@ -220,7 +220,8 @@ func (b *Inbox) ServeWS(ctx *fasthttp.RequestCtx, user int64) {
 	}
 	var replay []bidgate.Notice
 	if after != "" {
-		page, err := b.reader.Notifications(jctx, bidgate.NotificationsQuery{UserID: user, After: after, Limit: replayLimit})
+		var err error
+		replay, err = b.missedSince(jctx, user, after)
 		if err != nil {
 			b.release(m)
 			if errors.Is(err, bidgate.ErrNoticeNotFound) {
@@ -231,8 +232,6 @@ func (b *Inbox) ServeWS(ctx *fasthttp.RequestCtx, user int64) {
 			writeProblem(ctx, fasthttp.StatusServiceUnavailable, "unavailable", "notices cannot be read now; retry later", 0)
 			return
 		}
-		replay = page.Items
-		slices.Reverse(replay) // oldest first
 		m.last = after
 	}
 	lease := time.AfterFunc(handshakeGrace, func() { b.release(m) })
@@ -246,6 +245,17 @@ func (b *Inbox) ServeWS(ctx *fasthttp.RequestCtx, user int64) {
 	if err != nil && lease.Stop() {
 		b.release(m)
 	}
+}
+
+// missedSince reads what user's notices were stored after the notice
+// after, oldest first, at most replayLimit.
+func (b *Inbox) missedSince(ctx context.Context, user int64, after string) ([]bidgate.Notice, error) {
+	page, err := b.reader.Notifications(ctx, bidgate.NotificationsQuery{UserID: user, After: after, Limit: replayLimit})
+	if err != nil {
+		return nil, err
+	}
+	slices.Reverse(page.Items)
+	return page.Items, nil
 }
 
 // afterParam reads ?after=, the only parameter; false when it answered 400.

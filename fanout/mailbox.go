@@ -150,14 +150,10 @@ func (m *mailbox) readBack(writeAll func([]bidgate.Notice) bool) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
 	defer cancel()
-	page, err := m.inbox.reader.Notifications(ctx, bidgate.NotificationsQuery{UserID: m.user.id, After: m.last, Limit: replayLimit})
+	items, err := m.inbox.missedSince(ctx, m.user.id, m.last)
 	if err != nil {
 		m.inbox.cfg.Log.Warn("inbox: read back missed notices", "err", err)
 		return true
-	}
-	items := page.Items
-	for i, j := 0, len(items)-1; i < j; i, j = i+1, j-1 {
-		items[i], items[j] = items[j], items[i]
 	}
 	return writeAll(items)
 }
