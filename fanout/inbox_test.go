@@ -3,6 +3,7 @@ package fanout
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"github.com/fasthttp/websocket"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/valyala/fasthttp"
 
 	"bidgate"
@@ -242,5 +244,70 @@ func TestInboxAcrossNodes(t *testing.T) {
 		if got := c.c.next(t); got.ID != c.id || got.UserID != c.user {
 			t.Fatalf("%s got %+v, want %s", c.name, got, c.id)
 		}
+	}
+}
+
+// A connection that stops reading is dropped once its queue fills, and the
+// same user's other connection, and other users, keep getting their
+// notices on time: dispatch never waits for a client.
+func TestInboxDropsASlowConnection(t *testing.T) {
+	e := newEnv(t)
+	n := startInbox(t, e, InboxConfig{Queue: 4, WriteTimeout: time.Second})
+	const slowUser, bob = 4_000_021, 4_000_022
+	// A client that never reads: its socket buffers fill, then the
+	// server's write blocks, then its queue.
+	slow, resp, err := (&websocket.Dialer{HandshakeTimeout: 10 * time.Second}).Dial(n.url(""), userHeader(slowUser))
+	if err != nil {
+		t.Fatalf("dial: %v (%s)", err, describe(resp))
+	}
+	t.Cleanup(func() { _ = slow.Close() })
+	fast := n.dial(t, bob, "")
+
+	big := strings.Repeat("x", 1000)
+	pub := redisstore.New(e.rdb)
+	seq := 0
+	for chunk := 0; testutil.ToFloat64(n.inbox.metrics.dropped) == 0; chunk++ {
+		if chunk == 200 {
+			t.Fatal("200,000 notices published and the connection that reads none is still served")
+		}
+		batch := make([]bidgate.Notice, 1000)
+		for i := range batch {
+			seq++
+			batch[i] = testNotice("outbid-7-"+strconv.Itoa(seq), slowUser)
+			batch[i].Title = big
+		}
+		if err := pub.PublishNotices(bg, batch); err != nil {
+			t.Fatal(err)
+		}
+		// Interleaved, bob's notices arrive while the slow one's pile up.
+		seq++
+		id := "outbid-8-" + strconv.Itoa(seq)
+		if err := pub.PublishNotices(bg, []bidgate.Notice{testNotice(id, bob)}); err != nil {
+			t.Fatal(err)
+		}
+		if got := fast.next(t); got.ID != id {
+			t.Fatalf("bob got %s, want %s", got.ID, id)
+		}
+	}
+	// The dropped connection ends: reading it drains what the kernel held,
+	// then fails.
+	_ = slow.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for {
+		if _, _, err := slow.ReadMessage(); err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatal("the dropped connection is still open after 30s")
+			}
+			break
+		}
+	}
+	// Reconnected, the user is served again.
+	again := n.dial(t, slowUser, "")
+	id := "won-7"
+	if err := pub.PublishNotices(bg, []bidgate.Notice{testNotice(id, slowUser)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := again.next(t); got.ID != id {
+		t.Fatalf("the reconnected user got %s, want %s", got.ID, id)
 	}
 }

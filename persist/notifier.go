@@ -32,6 +32,12 @@ type NotifierConfig struct {
 	Keep           time.Duration
 	RetentionEvery time.Duration
 	RetentionBatch int
+	// The sweep stores, every SweepEvery, the notices whose outbox rows
+	// were published more than SweepGrace ago and are not stored (a
+	// broker that lost them), SweepBatch rows per transaction.
+	SweepEvery time.Duration
+	SweepGrace time.Duration
+	SweepBatch int
 	// Verifier checks every message's signature; nil verifies nothing (an
 	// insecure cluster).
 	Verifier *pkafka.Verifier
@@ -41,7 +47,8 @@ type NotifierConfig struct {
 // DefaultNotifierConfig is the one statement of the notifier's defaults.
 func DefaultNotifierConfig() NotifierConfig {
 	return NotifierConfig{MaxBatch: 1000, MaxWait: 10 * time.Millisecond, Keep: 30 * 24 * time.Hour,
-		RetentionEvery: time.Minute, RetentionBatch: 5000, Log: slog.Default()}
+		RetentionEvery: time.Minute, RetentionBatch: 5000,
+		SweepEvery: 2 * time.Second, SweepGrace: 10 * time.Second, SweepBatch: 5000, Log: slog.Default()}
 }
 
 func (c NotifierConfig) withDefaults() NotifierConfig {
@@ -51,6 +58,9 @@ func (c NotifierConfig) withDefaults() NotifierConfig {
 	c.Keep = cmp.Or(c.Keep, d.Keep)
 	c.RetentionEvery = cmp.Or(c.RetentionEvery, d.RetentionEvery)
 	c.RetentionBatch = cmp.Or(c.RetentionBatch, d.RetentionBatch)
+	c.SweepEvery = cmp.Or(c.SweepEvery, d.SweepEvery)
+	c.SweepGrace = cmp.Or(c.SweepGrace, d.SweepGrace)
+	c.SweepBatch = cmp.Or(c.SweepBatch, d.SweepBatch)
 	c.Log = cmp.Or(c.Log, d.Log)
 	return c
 }
@@ -115,6 +125,17 @@ func (n *Notifier) deliver(ctx context.Context, msgs []kafka.Message) error {
 	if len(notices) == 0 {
 		return nil
 	}
+	fresh, err := n.storeNotices(ctx, notices)
+	if err != nil {
+		return err
+	}
+	n.publish(ctx, fresh)
+	return nil
+}
+
+// storeNotices stores notices in one transaction and returns the ones stored now
+// (not before).
+func (n *Notifier) storeNotices(ctx context.Context, notices []bidgate.Notice) ([]bidgate.Notice, error) {
 	var stored map[string]bool
 	err := pgstore.InTx(ctx, n.db, func(tx pgx.Tx) (err error) {
 		stored, err = pgstore.StoreNotices(ctx, tx, notices)
@@ -122,10 +143,15 @@ func (n *Notifier) deliver(ctx context.Context, msgs []kafka.Message) error {
 	})
 	if err != nil {
 		n.metrics.errors.WithLabelValues("postgres").Inc()
-		return err
+		return nil, err
 	}
+	return n.fresh(notices, stored), nil
+}
+
+// fresh returns the notices stored now, and counts them.
+func (n *Notifier) fresh(notices []bidgate.Notice, stored map[string]bool) []bidgate.Notice {
 	now := time.Now()
-	fresh := notices[:0]
+	var fresh []bidgate.Notice
 	for _, x := range notices {
 		if stored[x.ID] {
 			fresh = append(fresh, x)
@@ -133,11 +159,93 @@ func (n *Notifier) deliver(ctx context.Context, msgs []kafka.Message) error {
 			n.metrics.storeLag.Observe(now.Sub(x.At).Seconds())
 		}
 	}
-	if err := n.rdb.PublishNotices(ctx, fresh); err != nil {
-		n.metrics.errors.WithLabelValues("redis").Inc()
-		n.cfg.Log.Warn("publishing notices failed; their users read them from the list", "notices", len(fresh), "err", err)
+	return fresh
+}
+
+// publish sends notices to their users' channels, best effort.
+func (n *Notifier) publish(ctx context.Context, notices []bidgate.Notice) {
+	if len(notices) == 0 {
+		return
 	}
-	return nil
+	if err := n.rdb.PublishNotices(ctx, notices); err != nil {
+		n.metrics.errors.WithLabelValues("redis").Inc()
+		n.cfg.Log.Warn("publishing notices failed; their users read them from the list", "notices", len(notices), "err", err)
+	}
+}
+
+// RunSweep stores, every SweepEvery until ctx ends, the notices Kafka lost:
+// those whose outbox rows were published SweepGrace ago or more and are
+// still not stored. The embedded broker keeps messages in memory, so a
+// broker killed after acknowledging a notice forgets it; the outbox row is
+// the notice's durable copy. Several notifiers may sweep: they take turns
+// on the sweep's cursor.
+func (n *Notifier) RunSweep(ctx context.Context) error {
+	t := time.NewTicker(n.cfg.SweepEvery)
+	defer t.Stop()
+	for {
+		for {
+			swept, err := n.SweepOnce(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					n.cfg.Log.Warn("sweeping for lost notices failed; retrying at the next pass", "err", err)
+				}
+				break
+			}
+			if swept < n.cfg.SweepBatch {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// SweepOnce checks one batch of published notice rows after the sweep's
+// cursor, stores (and publishes) the ones missing, and moves the cursor
+// past the batch. It returns how many rows it checked.
+func (n *Notifier) SweepOnce(ctx context.Context) (int, error) {
+	var (
+		checked int
+		lost    []bidgate.Notice
+		stored  map[string]bool
+	)
+	err := pgstore.InTx(ctx, n.db, func(tx pgx.Tx) error {
+		payloads, upto, read, err := pgstore.UnstoredNotices(ctx, tx, n.cfg.SweepGrace, n.cfg.SweepBatch)
+		if err != nil {
+			return err
+		}
+		checked, lost, stored = read, lost[:0], nil
+		for _, p := range payloads {
+			var x bidgate.Notice
+			if err := json.Unmarshal(p, &x); err != nil || x.Validate() != nil {
+				// bidgate wrote the row; one it cannot read is counted and
+				// passed over, never retried for ever.
+				n.metrics.rejected.WithLabelValues("malformed").Inc()
+				continue
+			}
+			lost = append(lost, x)
+		}
+		if len(lost) > 0 {
+			if stored, err = pgstore.StoreNotices(ctx, tx, lost); err != nil {
+				return err
+			}
+		}
+		return pgstore.AdvanceNoticeSweep(ctx, tx, upto)
+	})
+	if err != nil {
+		n.metrics.errors.WithLabelValues("postgres").Inc()
+		return 0, err
+	}
+	fresh := n.fresh(lost, stored)
+	if len(fresh) > 0 {
+		n.metrics.recovered.Add(float64(len(fresh)))
+		n.cfg.Log.Warn("stored notices Kafka lost, from their outbox rows", "notices", len(fresh))
+	}
+	n.publish(ctx, fresh)
+	return checked, nil
 }
 
 // reject counts a dropped message and logs it, rate-limited.
@@ -179,7 +287,7 @@ func (n *Notifier) RunRetention(ctx context.Context) error {
 
 type notifierMetrics struct {
 	stored, rejected, errors *prometheus.CounterVec
-	deleted                  prometheus.Counter
+	deleted, recovered       prometheus.Counter
 	storeLag                 prometheus.Histogram
 }
 
@@ -194,6 +302,8 @@ func newNotifierMetrics(reg prometheus.Registerer) *notifierMetrics {
 			Name: "bidgate_notifier_errors_total", Help: "Notifier failures, retried, by the dependency that failed (kafka, postgres, redis)."}, []string{"dependency"}),
 		deleted: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_notices_deleted_total", Help: "Notices deleted by the retention job (older than the retention)."}),
+		recovered: f.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_notices_recovered_total", Help: "Notices the sweep stored from their outbox rows because Kafka lost them (a broker that forgot acknowledged messages)."}),
 		storeLag: f.NewHistogram(prometheus.HistogramOpts{
 			Name: "bidgate_notice_store_lag_seconds", Help: "From a notice's cause (its store's time) to the notice stored.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),

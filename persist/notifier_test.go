@@ -266,3 +266,79 @@ func TestRelayTellsTheReplacedLeaderFirst(t *testing.T) {
 		t.Fatalf("%d bid rows: the notice was to come before any", rows)
 	}
 }
+
+// A notice whose outbox row reached Kafka but never the notifier (a broker
+// killed after acknowledging it forgets it) is stored by the sweep from the
+// row, once the row has been published longer than the grace; the sweep
+// never passes a row not yet published, nor one still within the grace.
+func TestSweepStoresTheNoticesKafkaLost(t *testing.T) {
+	p := newPipeline(t)
+	w := kafka.NewWriter(p.broker.Addrs(), bidgate.TopicBidNotifications, kafka.Security{})
+	p.closeAtEnd("writer", w.Close)
+	relay := persist.NewOutboxRelay(p.db, w, persist.OutboxConfig{Topic: bidgate.TopicBidNotifications}, prometheus.NewRegistry())
+	a, err := p.shard.CreateAuction(context.Background(), bidgate.NewAuction{SellerID: 9_000_002, Title: "swept lot",
+		StartPrice: decimal.NewFromInt(100), MinIncrement: decimal.NewFromInt(1), EndTime: time.Now().Add(time.Hour), ExtendBy: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const alice, bob = 8_000_011, 8_000_012
+	notices, bobsNotices := p.subscribe(alice), p.subscribe(bob)
+	p.place(a, alice, 110)
+	p.place(a, bob, 120) // outbid-<a>-2 to alice, in the outbox
+	// Published to Kafka, where no notifier reads it: as good as lost.
+	if n, err := relay.PublishPending(context.Background()); err != nil || n != 1 {
+		t.Fatalf("published %d outbox rows (%v), want 1", n, err)
+	}
+	p.place(a, alice, 130) // outbid-<a>-3 to bob, not published yet
+
+	sweep := func(grace time.Duration) (int, *prometheus.Registry) {
+		t.Helper()
+		reg := prometheus.NewRegistry()
+		n := persist.NewNotifier(p.db, p.rdb, nil, persist.NotifierConfig{SweepGrace: grace}, reg)
+		checked, err := n.SweepOnce(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return checked, reg
+	}
+	if checked, _ := sweep(time.Hour); checked != 0 {
+		t.Fatalf("within the grace the sweep checked %d rows, want 0", checked)
+	}
+	if got := p.storedNotices(alice); len(got) != 0 {
+		t.Fatalf("stored within the grace: %v", got)
+	}
+	checked, reg := sweep(time.Nanosecond)
+	if checked != 1 {
+		t.Fatalf("the sweep checked %d rows, want 1 (it stops at the unpublished one)", checked)
+	}
+	want := fmt.Sprintf("outbid-%d-2", a.ID)
+	if got := p.storedNotices(alice); len(got) != 1 || got[0] != want {
+		t.Fatalf("stored %v, want [%s]", got, want)
+	}
+	if n := nextNotice(t, notices); n.ID != want || n.Title != "swept lot" {
+		t.Fatalf("published %+v, want %s", n, want)
+	}
+	if v := testmetrics.Value(t, reg, "bidgate_notices_recovered_total"); v != 1 {
+		t.Fatalf("recovered metric %v, want 1", v)
+	}
+	if got := p.storedNotices(bob); len(got) != 0 {
+		t.Fatalf("the unpublished notice was swept: %v", got)
+	}
+	// Published and stored the usual way, the next row is checked, not
+	// stored twice.
+	if n, err := relay.PublishPending(context.Background()); err != nil || n != 1 {
+		t.Fatalf("published %d outbox rows (%v), want 1", n, err)
+	}
+	p.notifier(nil)
+	bobs := fmt.Sprintf("outbid-%d-3", a.ID)
+	if n := nextNotice(t, bobsNotices); n.ID != bobs {
+		t.Fatalf("published %s to bob, want %s", n.ID, bobs)
+	}
+	checked, reg = sweep(time.Nanosecond)
+	if checked != 1 || testmetrics.Value(t, reg, "bidgate_notices_recovered_total") != 0 {
+		t.Fatalf("the sweep checked %d rows and recovered %v, want 1 and 0", checked, testmetrics.Value(t, reg, "bidgate_notices_recovered_total"))
+	}
+	if got := p.storedNotices(bob); fmt.Sprint(got) != "["+bobs+"]" {
+		t.Fatalf("stored for bob %v, want [%s]", got, bobs)
+	}
+}

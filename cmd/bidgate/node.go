@@ -173,6 +173,7 @@ func (n *node) startPipeline(roles *background, members *ring.Ring) *persist.Rel
 		notifier := n.notifier()
 		roles.run(notifier.Run)
 		roles.run(notifier.RunRetention)
+		roles.run(notifier.RunSweep)
 	}
 	if n.cfg.Roles.needKafka() && n.cfg.Kafka.Brokers != "" {
 		roles.run(func(ctx context.Context) error { n.createTopics(ctx); return nil })

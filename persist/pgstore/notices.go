@@ -87,3 +87,59 @@ func (s *Store) Titles(ctx context.Context, ids []int64) (map[int64]string, erro
 	}
 	return out, nil
 }
+
+var (
+	//go:embed sql/lock_notice_sweep.sql
+	lockNoticeSweepSQL string
+	//go:embed sql/published_notices.sql
+	publishedNoticesSQL string
+	//go:embed sql/advance_notice_sweep.sql
+	advanceNoticeSweepSQL string
+)
+
+// UnstoredNotices locks the sweep's cursor until tx ends and reads, after
+// it, up to limit bid-notifications outbox rows published more than grace
+// ago. It returns the payloads of those whose notice is not stored (Kafka
+// lost them), the id the cursor may move to once they are, and how many
+// rows it checked. It stops at the first row not yet published or
+// published within grace.
+func UnstoredNotices(ctx context.Context, tx pgx.Tx, grace time.Duration, limit int) (payloads [][]byte, upto int64, checked int, err error) {
+	if err := tx.QueryRow(ctx, lockNoticeSweepSQL).Scan(&upto); err != nil {
+		return nil, 0, 0, fmt.Errorf("lock the notice sweep: %w", err)
+	}
+	rows, err := tx.Query(ctx, publishedNoticesSQL, bidgate.TopicBidNotifications, upto, grace.Seconds(), limit)
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("read published notices after %d: %w", upto, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id              int64
+			payload         []byte
+			settled, stored bool
+		)
+		if err := rows.Scan(&id, &payload, &settled, &stored); err != nil {
+			return nil, 0, 0, fmt.Errorf("read published notices after %d: %w", upto, err)
+		}
+		if !settled {
+			break
+		}
+		if !stored {
+			payloads = append(payloads, payload)
+		}
+		upto, checked = id, checked+1
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, 0, 0, fmt.Errorf("read published notices: %w", err)
+	}
+	return payloads, upto, checked, nil
+}
+
+// AdvanceNoticeSweep moves the sweep's cursor to upto (never back).
+func AdvanceNoticeSweep(ctx context.Context, tx pgx.Tx, upto int64) error {
+	if _, err := tx.Exec(ctx, advanceNoticeSweepSQL, upto); err != nil {
+		return fmt.Errorf("advance the notice sweep to %d: %w", upto, err)
+	}
+	return nil
+}
