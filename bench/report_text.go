@@ -165,6 +165,12 @@ func writeWatchers(w io.Writer, res *Result) {
 	if p := res.Pollers; p != nil {
 		fmt.Fprintf(w, "\npollers: %s\n", p.Sentence())
 	}
+	if ib := res.Inboxes; ib != nil {
+		fmt.Fprintf(w, "\nnotice listeners: %s\n", ib.Sentence())
+		for _, l := range ib.lagLines() {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
+	}
 }
 
 // writeReads writes the reads scenario's runs and medians.

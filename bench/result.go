@@ -33,6 +33,7 @@ type Result struct {
 	CloseBurst *CloseBurst    `json:"closeBurst,omitempty"`
 	Viewers    *ViewersResult `json:"viewers,omitempty"`
 	Pollers    *PollersResult `json:"pollers,omitempty"`
+	Inboxes    *InboxesResult `json:"inboxes,omitempty"`
 	Reads      *Reads         `json:"reads,omitempty"`
 	Browse     *Browse        `json:"browse,omitempty"`
 	Limits     []Limit        `json:"limits,omitempty"`

@@ -67,7 +67,7 @@ func (e *Env) load(ctx context.Context, res *Result, bound time.Duration, fn fun
 // audit waits for the pipeline (and for the viewers of w, nil without,
 // to get their closed messages), reads the stores and checks the
 // invariants.
-func (e *Env) audit(ctx context.Context, res *Result, specs []AuctionSpec, w *watch) error {
+func (e *Env) audit(ctx context.Context, res *Result, specs []AuctionSpec, w *watch, ib *inboxes) error {
 	e.notef("waiting (up to %s) for the pipeline: hot bids into PostgreSQL, ended auctions CLOSED", e.opt.DrainTimeout)
 	d := e.waitDrained(ctx, specs, e.opt.DrainTimeout)
 	res.Drain = &d
@@ -86,6 +86,13 @@ func (e *Env) audit(ctx context.Context, res *Result, specs []AuctionSpec, w *wa
 	}
 	ds.Watched, ds.Viewers = w != nil, logs
 	res.Checks = append(Audit(ds), res.Checks...)
+	if ib != nil {
+		stored := ds.Notices
+		ib.finish(ib.expected(stored), inboxGrace)
+		var check Check
+		res.Inboxes, check = ib.result(stored)
+		res.Checks = append(res.Checks, check)
+	}
 	if n := mixNote(ds); n != "" {
 		res.note(n)
 	}

@@ -149,7 +149,7 @@ func (e *Env) CloseBurstRun(ctx context.Context, c CloseBurstConfig) (*Result, e
 		all.Examples = []string{fmt.Sprintf("%d of %d still OPEN", all.Failed, len(specs))}
 	}
 	res.Checks = append(res.Checks, all.done())
-	if err := e.audit(ctx, res, specs, nil); err != nil {
+	if err := e.audit(ctx, res, specs, nil, nil); err != nil {
 		return res, err
 	}
 	res.note("close-burst measures the closer: the stores' bid limits do not apply and are not measured")

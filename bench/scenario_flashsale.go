@@ -47,6 +47,10 @@ type FlashSaleConfig struct {
 	ViewerConnectRate float64 `json:"viewerConnectRate"`
 	ViewersPerSource  int     `json:"viewersPerSource"`
 	Pollers           float64 `json:"pollers"`
+	// Inboxes of the bidders (the first ones) connect to GET /ws/me
+	// before the load, at ViewerConnectRate, ViewersPerSource to a source
+	// address: the audit checks they got their notices live.
+	Inboxes int `json:"inboxes"`
 }
 
 // DefaultFlashSale is the design's scale.
@@ -70,9 +74,9 @@ func (c *FlashSaleConfig) normalize() error {
 		return fmt.Errorf("shares must be from 0 to 1")
 	case c.BuyNows < 0:
 		return fmt.Errorf("buy-now requests must not be negative")
-	case c.Viewers < 0 || c.Pollers < 0 || c.ViewersPerSource < 0:
-		return fmt.Errorf("--viewers, --pollers and --viewers-per-source must not be negative")
-	case c.Viewers > 0 && c.ViewerConnectRate <= 0:
+	case c.Viewers < 0 || c.Pollers < 0 || c.ViewersPerSource < 0 || c.Inboxes < 0:
+		return fmt.Errorf("--viewers, --pollers, --viewers-per-source and --inboxes must not be negative")
+	case c.Viewers+c.Inboxes > 0 && c.ViewerConnectRate <= 0:
 		return fmt.Errorf("--viewer-connect-rate must be positive")
 	case (c.Viewers > 0 || c.Pollers > 0) && c.Hot == 0:
 		return fmt.Errorf("--viewers and --pollers watch the hot auctions: give --hot")
@@ -184,6 +188,14 @@ func (e *Env) flashSale(ctx context.Context, c FlashSaleConfig, loadAt func(time
 	if w != nil && time.Now().After(t0) {
 		res.note("connecting the viewers overran the lead: the first requests start late (their wait counts in latency)")
 	}
+	var ib *inboxes
+	if c.Inboxes > 0 {
+		e.notef("connecting %d bidders to /ws/me at %.0f/s", min(c.Inboxes, res.Bidders), c.ViewerConnectRate)
+		ib = e.startInboxes(ctx, e.listenerIDs(min(c.Inboxes, res.Bidders)), c.ViewerConnectRate, c.ViewersPerSource)
+		if time.Now().After(t0) {
+			res.note("connecting the notice listeners overran the lead: the first requests start late (their wait counts in latency)")
+		}
+	}
 	colds := append(far, soon...)
 	specs := slices.Concat(hot, bought, colds)
 
@@ -242,7 +254,7 @@ func (e *Env) flashSale(ctx context.Context, c FlashSaleConfig, loadAt func(time
 	cold.Sent, cold.Outcomes, cold.LateSent, cold.LateRefused = tally(res.records, func(r *Record) bool { return !isHot[r.AuctionID] })
 	cold.AcceptedPerSec = float64(cold.Outcomes[Created]) / secs
 
-	if err := e.audit(ctx, res, specs, w); err != nil {
+	if err := e.audit(ctx, res, specs, w, ib); err != nil {
 		return res, err
 	}
 	hotRate, coldRate := Rate{What: "hot: per auction (mean)"}, Rate{What: "cold: over all cold auctions"}

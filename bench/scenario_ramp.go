@@ -188,7 +188,7 @@ func (e *Env) ramp(ctx context.Context, name string, hot bool, c RampConfig) (*R
 	if ramp.Best == nil {
 		res.note("no step held: " + ramp.Stop)
 	}
-	if err := e.audit(ctx, res, []AuctionSpec{spec}, nil); err != nil {
+	if err := e.audit(ctx, res, []AuctionSpec{spec}, nil, nil); err != nil {
 		return res, err
 	}
 	best := Rate{What: name + ": best sustained step, one auction"}

@@ -184,8 +184,14 @@ func (w *watch) connect(i, t int, id int64) *websocket.Conn {
 // netDial dials from viewer i's loopback source address when the target
 // is on IPv4 loopback and PerSource asks for it.
 func (w *watch) netDial(i, t int) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return loopbackDial(w.cfg.PerSource, i, w.targets[t].Addr)
+}
+
+// loopbackDial dials from connection i's loopback source address (see
+// sourceAddr) when target is on IPv4 loopback and perSource asks for it.
+func loopbackDial(perSource, i int, target string) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := &net.Dialer{}
-	if src, ok := sourceAddr(w.cfg.PerSource, i, w.targets[t].Addr); ok {
+	if src, ok := sourceAddr(perSource, i, target); ok {
 		d.LocalAddr = &net.TCPAddr{IP: src.AsSlice()}
 	}
 	return d.DialContext
@@ -321,14 +327,21 @@ func (w *watch) finish(grace time.Duration) {
 	case <-done:
 	case <-timer.C:
 	}
-	w.stopping.Store(true)
-	w.cancel()
-	w.mu.Lock()
-	for _, c := range w.conns {
+	hangUp(&w.stopping, w.cancel, &w.mu, w.conns)
+	<-done
+}
+
+// hangUp stops a set of WebSocket clients: marks them stopping (a read
+// error is then no drop), cancels their dials and closes each open
+// connection, held in conns under mu.
+func hangUp(stopping *atomic.Bool, cancel context.CancelFunc, mu *sync.Mutex, conns map[int]*websocket.Conn) {
+	stopping.Store(true)
+	cancel()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, c := range conns {
 		_ = c.Close()
 	}
-	w.mu.Unlock()
-	<-done
 }
 
 // connectedLogs are the logs of the viewers that connected (after finish).
@@ -416,13 +429,13 @@ func (w *watch) result() *ViewersResult {
 	return r
 }
 
-// connectTime is how long the flash sale's viewers take to connect at
-// their rate, plus a second.
+// connectTime is how long the flash sale's viewers and notice listeners
+// take to connect at their rate, plus a second.
 func connectTime(c FlashSaleConfig) time.Duration {
-	if c.Viewers == 0 {
+	if c.Viewers+c.Inboxes == 0 {
 		return 0
 	}
-	return time.Duration(float64(c.Viewers)/c.ViewerConnectRate*float64(time.Second)) + time.Second
+	return time.Duration(float64(c.Viewers+c.Inboxes)/c.ViewerConnectRate*float64(time.Second)) + time.Second
 }
 
 // watchHot connects the flash sale's viewers to its hot auctions and

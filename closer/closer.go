@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"bidgate"
 	"bidgate/internal/retry"
 	"bidgate/persist/pgstore"
 	"bidgate/persist/redisstore"
@@ -136,20 +137,24 @@ func (c *Closer) pass(ctx context.Context) (closed int, full bool, err error) {
 // closeCold closes one batch of ended cold auctions and writes their outbox
 // rows, in one transaction.
 func (c *Closer) closeCold(ctx context.Context) (int, error) {
-	var closed []pgstore.Closed
+	var (
+		closed  []pgstore.Closed
+		notices []bidgate.Notice
+	)
 	err := pgstore.InTx(ctx, c.db, func(tx pgx.Tx) error {
 		store := &pgstore.Store{DB: tx}
 		var err error
 		if closed, err = store.CloseDueCold(ctx, c.cfg.BatchSize); err != nil {
 			return err
 		}
-		return addEvents(ctx, store, closed)
+		notices, err = addEvents(ctx, store, closed)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("close cold auctions: %w", err)
 	}
 	c.metrics.closed.WithLabelValues("cold").Add(float64(len(closed)))
-	c.announce(ctx, closed)
+	c.announce(ctx, closed, notices)
 	return len(closed), nil
 }
 

@@ -356,6 +356,12 @@ func TestColdEventPayload(t *testing.T) {
 			if _, err := sub.Receive(ctx); err != nil { // the subscription is in place
 				t.Fatal(err)
 			}
+			// The seller's notice is published with the close.
+			seller := e.rdb.SSubscribe(ctx, redisstore.NoticeChannel(a.SellerID))
+			defer seller.Close()
+			if _, err := seller.Receive(ctx); err != nil {
+				t.Fatal(err)
+			}
 			if _, err := e.closer.CloseDue(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -376,6 +382,21 @@ func TestColdEventPayload(t *testing.T) {
 			if u.Status != bidgate.StatusClosed || u.CurrentPrice != tc.price || !equalLeader(leaderOf(u), tc.winner) ||
 				u.BidCount != int64(len(tc.bids)) {
 				t.Fatalf("closed state update %s", msg.Payload)
+			}
+			notice, err := seller.ReceiveMessage(recvCtx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var n bidgate.Notice
+			if err := json.Unmarshal([]byte(notice.Payload), &n); err != nil {
+				t.Fatal(err)
+			}
+			want := bidgate.NoticeUnsold
+			if tc.winner != nil {
+				want = bidgate.NoticeSold
+			}
+			if n.Type != want || n.UserID != a.SellerID || n.AuctionID != a.ID || n.Price != tc.price || n.Validate() != nil {
+				t.Fatalf("the seller's notice %s, want %s at %s", notice.Payload, want, tc.price)
 			}
 			o := readOutbox(t, e.db, `aggregate_id = $1`, a.ID)[0]
 			var fields map[string]json.RawMessage

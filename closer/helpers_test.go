@@ -254,7 +254,9 @@ func leaderOf(u bidgate.StateUpdate) *int64 {
 // noticesOf is the notices auction id's close put in the outbox (not its
 // bids' outbid notices), as
 // "type:user", sorted; each must be a valid bidgate.Notice keyed by its
-// user, at the final price, naming only its user's own maximum.
+// user, at the final price, naming only its user's own maximum, and be
+// stored for its user already (the closing transaction stores them), the
+// same.
 func noticesOf(t testing.TB, db *pgxpool.Pool, id int64) []string {
 	t.Helper()
 	rows, err := db.Query(ctx, `SELECT aggregate_id, payload FROM outbox WHERE topic = 'bid-notifications' AND payload->>'type' <> 'outbid' AND (payload->>'auctionId')::bigint = $1`, id)
@@ -281,6 +283,21 @@ func noticesOf(t testing.TB, db *pgxpool.Pool, id int64) []string {
 		}
 		if err := n.Validate(); err != nil || n.UserID != key || n.ID != bidgate.NoticeID(n.Type, id, n.UserID, 0) {
 			t.Fatalf("notice %s (key %d): %v", payload, key, err)
+		}
+		var stored bidgate.Notice
+		var max *string
+		err = db.QueryRow(ctx, `SELECT user_id, type, auction_id, title, price::text, max_amount::text, at FROM notification WHERE id = $1`, n.ID).
+			Scan(&stored.UserID, &stored.Type, &stored.AuctionID, &stored.Title, &stored.Price, &max, &stored.At)
+		if err != nil {
+			t.Fatalf("notice %s is not stored: %v", n.ID, err)
+		}
+		if max != nil {
+			stored.MaxAmount = *max
+		}
+		stored.ID = n.ID
+		if !stored.At.Equal(n.At) || stored.UserID != n.UserID || stored.Type != n.Type || stored.Price != n.Price ||
+			stored.MaxAmount != n.MaxAmount || stored.Title != n.Title || stored.AuctionID != n.AuctionID {
+			t.Fatalf("notice %s stored as %+v, in the outbox %+v", n.ID, stored, n)
 		}
 		out = append(out, fmt.Sprintf("%s:%d", n.Type, n.UserID))
 	}

@@ -12,6 +12,7 @@ type metrics struct {
 	extensions prometheus.Counter
 	errors     *prometheus.CounterVec
 
+	notices          *prometheus.CounterVec
 	waiting          prometheus.Gauge
 	persistedAtClose prometheus.Counter
 }
@@ -40,6 +41,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "bidgate_closer_errors_total",
 			Help: "Failed close batches, by stage (cold, hot, announce).",
 		}, []string{"stage"}),
+		notices: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "bidgate_closer_notices_stored_total",
+			Help: "Close notices (won, lost, sold, unsold) the closer stored for their users in the closing transaction, by type.",
+		}, []string{"type"}),
 		waiting: f.NewGauge(prometheus.GaugeOpts{
 			Name: "bidgate_closer_unsettled_hot_auctions",
 			Help: "Hot auctions ended in Redis that the last pass could not settle because bids were missing from PostgreSQL (alert when above 0 for long).",

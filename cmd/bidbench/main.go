@@ -1,7 +1,8 @@
 // Command bidbench is bidgate's load-test harness.
 //
 //	bidbench flash-sale   the design's scale: many cold auctions, a few hot ones ending under load,
-//	                      watched by WebSocket viewers and pollers (--viewers, --pollers)
+//	                      watched by WebSocket viewers and pollers (--viewers, --pollers),
+//	                      bidders listening on /ws/me (--inboxes)
 //	bidbench hot-max      ramp one hot auction until p99 > 200 ms or errors
 //	bidbench cold-max     the same for one cold auction
 //	bidbench close-burst  many auctions ending in the same second
@@ -40,7 +41,8 @@ const usage = `usage: bidbench <scenario> [flags]
 scenarios:
   flash-sale   N cold auctions with a trickle of bids and H hot ones taking R bids/s each
                over their last minute, ending (and extended by anti-sniping) inside the run;
-               --viewers (WebSocket) and --pollers (GET) watch the hot auctions
+               --viewers (WebSocket) and --pollers (GET) watch the hot auctions;
+               --inboxes bidders listen for their notices on /ws/me
   hot-max      ramp one hot auction's arrival rate until a step's p99 crosses --p99 or errors appear
   cold-max     the same for one cold auction (run bidgate with --promote-rate=-1)
   close-burst  M auctions ending in the same second: time until all are CLOSED, each exactly once
@@ -223,6 +225,7 @@ func registerFlashSale(fs *settings.FlagSet) play {
 		"each reads until its auction's closed message (audited against the database)")
 	fs.Float64Var(&c.ViewerConnectRate, "viewer-connect-rate", c.ViewerConnectRate, "viewers connected per second at most (no SYN flood)")
 	fs.IntVar(&c.ViewersPerSource, "viewers-per-source", c.ViewersPerSource, "viewers per loopback source address (127.0.0.1, .2, ...), under bidgate's --ws-max-viewers-per-ip; 0: all from one")
+	fs.IntVar(&c.Inboxes, "inboxes", c.Inboxes, "bidders (the first ones) connected to GET /ws/me before the load, round-robin over the targets, at --viewer-connect-rate and --viewers-per-source; the audit checks each got every notice stored for them live, once, and reports the lag by type")
 	fs.Float64Var(&c.Pollers, "pollers", c.Pollers, "GET /auctions/{id} per second over the hot auctions and the targets during the load (open loop, with If-None-Match of the last ETag)")
 	return func(ctx context.Context, e *bench.Env) (*bench.Result, error) { return e.FlashSale(ctx, c) }
 }

@@ -55,28 +55,33 @@ func (c Closed) Event() bidgate.AuctionClosed {
 }
 
 // AddClosedEvents writes one outbox row for topic per closed auction,
-// inside the transaction that closed it.
-func (s *Store) AddClosedEvents(ctx context.Context, topic string, closed []Closed) error {
+// inside the transaction that closed it, and the closes' notices. It
+// returns the notices it stored, for the caller to publish once the
+// transaction commits.
+func (s *Store) AddClosedEvents(ctx context.Context, topic string, closed []Closed) ([]bidgate.Notice, error) {
 	events := make([]Event, len(closed))
 	for i, c := range closed {
 		b, err := json.Marshal(c.Event())
 		if err != nil {
-			return fmt.Errorf("encode the auction-closed event of auction %d: %w", c.ID, err)
+			return nil, fmt.Errorf("encode the auction-closed event of auction %d: %w", c.ID, err)
 		}
 		events[i] = Event{AggregateID: c.ID, Payload: b}
 	}
 	if err := s.AddEvents(ctx, topic, events); err != nil {
-		return err
+		return nil, err
 	}
 	return s.addCloseNotices(ctx, closed)
 }
 
 // addCloseNotices writes the notices of the closes (won, lost, sold or
-// unsold) to the outbox, in the closing transaction like their event: the
-// winner is the event's, so below the reserve nobody wins.
-func (s *Store) addCloseNotices(ctx context.Context, closed []Closed) error {
+// unsold) to the outbox, in the closing transaction like their event (the
+// winner is the event's, so below the reserve nobody wins), and stores
+// them for their users at once: a hot auction's close tells thousands of
+// bidders, more than the Kafka path delivers within a second. It returns
+// the notices stored.
+func (s *Store) addCloseNotices(ctx context.Context, closed []Closed) ([]bidgate.Notice, error) {
 	if len(closed) == 0 {
-		return nil
+		return nil, nil
 	}
 	ids, winners := make([]int64, len(closed)), make([]int64, len(closed))
 	prices, at := make([]decimal.Decimal, len(closed)), make([]time.Time, len(closed))
@@ -87,10 +92,23 @@ func (s *Store) addCloseNotices(ctx context.Context, closed []Closed) error {
 			winners[i] = *e.WinnerID
 		}
 	}
-	if _, err := s.DB.Exec(ctx, insertCloseNoticesSQL, ids, winners, prices, at); err != nil {
-		return fmt.Errorf("add the notices of %d closed auctions: %w", len(closed), err)
+	if _, err := s.DB.Exec(ctx, lockNoticesSQL); err != nil {
+		return nil, fmt.Errorf("lock the notices: %w", err)
 	}
-	return nil
+	rows, err := s.DB.Query(ctx, insertCloseNoticesSQL, ids, winners, prices, at)
+	if err != nil {
+		return nil, fmt.Errorf("add the notices of %d closed auctions: %w", len(closed), err)
+	}
+	notices, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (bidgate.Notice, error) {
+		var n bidgate.Notice
+		err := row.Scan(&n.ID, &n.UserID, &n.Type, &n.AuctionID, &n.Title, &n.Price, &n.MaxAmount, &n.At)
+		n.At = n.At.UTC()
+		return n, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("add the notices of %d closed auctions: %w", len(closed), err)
+	}
+	return notices, nil
 }
 
 // CloseDueCold closes up to limit cold auctions whose end has passed by the
