@@ -543,3 +543,75 @@ func TestWebSocketThroughTheBinary(t *testing.T) {
 		t.Fatalf("second message %v (%v), want the update", msg, err)
 	}
 }
+
+// From the binary, as the issue's users see it: two bidders and the seller
+// listen on /ws/me (token in Authorization, and for the seller in the
+// browser's subprotocol); the second bidder's higher bid tells the first
+// they were outbid, and the close tells the winner, the loser and the
+// seller. Each frame is what the AsyncAPI document says.
+func TestNoticesThroughTheBinary(t *testing.T) {
+	base, _, _, key := startBidgate(t)
+	const seller, alice, bob = 1, 201, 202
+	end := time.Now().Add(4 * time.Second).UTC().Format(time.RFC3339Nano)
+	status, a := call(t, "POST", base+"/auctions", map[string]any{"title": "told lot", "startPrice": "100", "minIncrement": "1",
+		"endTime": end, "extendWindowSeconds": 0}, bearer(t, key, seller, auth.ScopeSell)...)
+	if status != 201 {
+		t.Fatalf("create: %d %v", status, a)
+	}
+	id := int64(a["id"].(float64))
+	listen := func(user int64, scope string, browser bool) *websocket.Conn {
+		t.Helper()
+		token := strings.TrimPrefix(bearer(t, key, user, scope)[1], "Bearer ")
+		h := http.Header{"Authorization": {"Bearer " + token}}
+		if browser {
+			h = http.Header{"Sec-WebSocket-Protocol": {"bidgate.bearer, " + token}}
+		}
+		conn, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(base, "http")+"/ws/me", h)
+		if err != nil {
+			t.Fatalf("user %d: /ws/me: %v (%v)", user, err, resp)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		if err := conn.SetReadDeadline(time.Now().Add(60 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		return conn
+	}
+	next := func(conn *websocket.Conn, user int64) bidgate.Notice {
+		t.Helper()
+		_, b, err := conn.ReadMessage()
+		if err != nil {
+			t.Fatalf("user %d: %v", user, err)
+		}
+		if err := asyncapi.ValidateWebSocketOn(asyncapi.NoticesChannel, b); err != nil {
+			t.Fatalf("user %d: frame %s: %v", user, b, err)
+		}
+		var f struct {
+			Notice bidgate.Notice `json:"notice"`
+		}
+		if err := json.Unmarshal(b, &f); err != nil {
+			t.Fatal(err)
+		}
+		return f.Notice
+	}
+	aliceWS, bobWS, sellerWS := listen(alice, auth.ScopeBid, false), listen(bob, auth.ScopeBid, false), listen(seller, auth.ScopeSell, true)
+	bid := func(user int64, amount string) {
+		t.Helper()
+		if status, body := call(t, "POST", fmt.Sprintf("%s/auctions/%d/bids", base, id), map[string]any{"amount": amount},
+			append([]string{"Idempotency-Key", uuid.NewString()}, bearer(t, key, user, auth.ScopeBid)...)...); status != 201 {
+			t.Fatalf("bid %s by %d: %d %v", amount, user, status, body)
+		}
+	}
+	bid(alice, "110")
+	bid(bob, "120")
+	want := func(got bidgate.Notice, typ bidgate.NoticeType, user int64, price string) {
+		t.Helper()
+		if got.Type != typ || got.UserID != user || got.AuctionID != id || got.Price != price || got.Title != "told lot" {
+			t.Fatalf("got %+v, want %s to %d at %s", got, typ, user, price)
+		}
+	}
+	want(next(aliceWS, alice), bidgate.NoticeOutbid, alice, "120.00")
+	// The close (the closer's pass after the end).
+	want(next(aliceWS, alice), bidgate.NoticeLost, alice, "120.00")
+	want(next(bobWS, bob), bidgate.NoticeWon, bob, "120.00")
+	want(next(sellerWS, seller), bidgate.NoticeSold, seller, "120.00")
+}
