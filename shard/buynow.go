@@ -34,10 +34,7 @@ func (s *Service) buyNow(ctx context.Context, r bidgate.BidRequest) (bidgate.Bid
 // buyNowCold closes the auction and writes its auction-closed event in one
 // transaction; when the statement does not qualify, the look-up says why.
 func (s *Service) buyNowCold(ctx context.Context, r bidgate.BidRequest) (bidgate.BidResult, error) {
-	var (
-		closed  pgstore.Closed
-		notices []bidgate.Notice
-	)
+	var closed pgstore.Closed
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		store := &pgstore.Store{DB: tx}
 		c, ok, err := store.BuyNowCold(ctx, r.AuctionID, r.BidderID, r.RequestID)
@@ -45,7 +42,8 @@ func (s *Service) buyNowCold(ctx context.Context, r bidgate.BidRequest) (bidgate
 			return err
 		}
 		closed = c
-		notices, err = store.AddClosedEvents(ctx, bidgate.TopicAuctionClosed, []pgstore.Closed{c})
+		// Its two notices (won, sold) go through Kafka to the notifier.
+		_, err = store.AddClosedEvents(ctx, bidgate.TopicAuctionClosed, []pgstore.Closed{c})
 		return err
 	})
 	if err != nil {
@@ -66,7 +64,6 @@ func (s *Service) buyNowCold(ctx context.Context, r bidgate.BidRequest) (bidgate
 	s.cache.update(r.AuctionID, 0, bid.Amount, decimal.Zero, true)
 	s.cold.pub.publish(ctx, bidgate.Auction{ID: r.AuctionID, CurrentPrice: bid.Amount, LeaderID: bid.BidderID, LeaderAlias: 1,
 		EndTime: bid.EndTime, Status: bidgate.StatusClosed, BidCount: 1}, bid.AcceptedAt)
-	s.cold.pub.publishNotices(ctx, notices)
 	return bidgate.BidResult{Bid: bid, Leading: true, CurrentPrice: bid.Amount}, nil
 }
 

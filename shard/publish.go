@@ -26,11 +26,3 @@ func (p *publisher) publishUpdate(ctx context.Context, u redisstore.Update) {
 		p.metrics.publishFailures.Inc()
 	}
 }
-
-// publishNotices sends notices stored with a change (a buy-now's close) to
-// their users' channels; a user who misses one reads it from the list.
-func (p *publisher) publishNotices(ctx context.Context, notices []bidgate.Notice) {
-	if err := p.rs.PublishNotices(ctx, notices); err != nil {
-		p.metrics.publishFailures.Inc()
-	}
-}

@@ -56,8 +56,8 @@ func (c Closed) Event() bidgate.AuctionClosed {
 
 // AddClosedEvents writes one outbox row for topic per closed auction,
 // inside the transaction that closed it, and the closes' notices. It
-// returns the notices it stored, for the caller to publish once the
-// transaction commits.
+// returns the notices, for the caller to store and publish once the
+// transaction commits (StoreNotices): sooner than through Kafka.
 func (s *Store) AddClosedEvents(ctx context.Context, topic string, closed []Closed) ([]bidgate.Notice, error) {
 	events := make([]Event, len(closed))
 	for i, c := range closed {
@@ -75,10 +75,8 @@ func (s *Store) AddClosedEvents(ctx context.Context, topic string, closed []Clos
 
 // addCloseNotices writes the notices of the closes (won, lost, sold or
 // unsold) to the outbox, in the closing transaction like their event (the
-// winner is the event's, so below the reserve nobody wins), and stores
-// them for their users at once: a hot auction's close tells thousands of
-// bidders, more than the Kafka path delivers within a second. It returns
-// the notices stored.
+// winner is the event's, so below the reserve nobody wins), and returns
+// them.
 func (s *Store) addCloseNotices(ctx context.Context, closed []Closed) ([]bidgate.Notice, error) {
 	if len(closed) == 0 {
 		return nil, nil
@@ -91,9 +89,6 @@ func (s *Store) addCloseNotices(ctx context.Context, closed []Closed) ([]bidgate
 		if e.WinnerID != nil {
 			winners[i] = *e.WinnerID
 		}
-	}
-	if _, err := s.DB.Exec(ctx, lockNoticesSQL); err != nil {
-		return nil, fmt.Errorf("lock the notices: %w", err)
 	}
 	rows, err := s.DB.Query(ctx, insertCloseNoticesSQL, ids, winners, prices, at)
 	if err != nil {

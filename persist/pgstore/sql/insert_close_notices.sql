@@ -4,10 +4,9 @@
 -- below the reserve) to the seller. Each carries the final price, the
 -- close's time, and to a bidder the most they offered (their highest proxy
 -- maximum or straight bid).
--- They are stored for their users in the same statement (the closer holds
--- the notices' lock: lock_notices.sql), so that a close reaches thousands
--- of bidders without waiting for Kafka; the notifier skips the Kafka copies
--- by their ids. Answers the notices stored, for the closer to publish.
+-- Answers the notices, for the closer to store and publish right after the
+-- commit: a hot close tells thousands of bidders, more than the Kafka path
+-- delivers within a second (the notifier skips the copies it finds stored).
 -- $1 auctions, $2 winners (0: nobody won), $3 final prices, $4 closing times.
 WITH c AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::numeric[], $4::timestamptz[]) AS c(auction_id, winner, price, at)
@@ -27,12 +26,12 @@ notices AS (
            CASE WHEN bd.bidder_id = a.winner THEN 'won' ELSE 'lost' END AS type,
            CASE WHEN bd.bidder_id = a.winner THEN 'won-' || a.auction_id
                 ELSE 'lost-' || a.auction_id || '-' || bd.bidder_id END AS id,
-           a.auction_id, a.title, a.price, bd.max_amount, a.at_text
+           a.auction_id, a.title, a.price, bd.max_amount, a.at_text, a.at
       FROM a JOIN bidders bd ON bd.auction_id = a.auction_id
     UNION ALL
     SELECT a.seller_id, CASE WHEN a.winner <> 0 THEN 'sold' ELSE 'unsold' END,
            CASE WHEN a.winner <> 0 THEN 'sold-' ELSE 'unsold-' END || a.auction_id,
-           a.auction_id, a.title, a.price, NULL, a.at_text
+           a.auction_id, a.title, a.price, NULL, a.at_text, a.at
       FROM a
 ),
 outboxed AS (
@@ -41,14 +40,7 @@ outboxed AS (
            jsonb_strip_nulls(jsonb_build_object('id', n.id, 'type', n.type, 'userId', n.user_id, 'auctionId', n.auction_id,
                'title', n.title, 'price', n.price::numeric(14,2)::text, 'maxAmount', n.max_amount::numeric(14,2)::text, 'at', n.at_text))
       FROM notices n
-),
-stored AS (
-    INSERT INTO notification (id, user_id, type, auction_id, title, price, max_amount, at)
-    SELECT n.id, n.user_id, n.type, n.auction_id, n.title, n.price, n.max_amount, a.at
-      FROM notices n JOIN a ON a.auction_id = n.auction_id
-        ON CONFLICT (id) DO NOTHING
-    RETURNING id, user_id, type, auction_id, title, price, max_amount, at
 )
 SELECT id, user_id, type, auction_id, title, price::numeric(14,2)::text,
        COALESCE(max_amount::numeric(14,2)::text, ''), at
-  FROM stored
+  FROM notices
