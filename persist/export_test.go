@@ -5,3 +5,6 @@ package persist
 func SetAfterProduce(r *Relay, f func(auctionID int64) error) { r.afterProduce = f }
 
 func SetAfterInsert(p *Persister, f func() error) { p.afterInsert = f }
+
+// RefeedWait is the relay's wait before the next re-feed of an auction.
+var RefeedWait = refeedWait

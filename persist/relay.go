@@ -39,6 +39,11 @@ type RelayConfig struct {
 	// was produced (a broker restarted, say) and produces again from the
 	// persisted position.
 	Refeed time.Duration
+	// MaxRefeed caps the wait between re-feeds of an auction whose
+	// position did not move after one: each doubles it (an auction whose
+	// bids PostgreSQL cannot take, say, is not produced again in full
+	// every Refeed for ever).
+	MaxRefeed time.Duration
 	// Owns says whether this node relays an auction; nil relays all.
 	Owns func(auctionID int64) bool
 	// Linger is how long after closing an auction's log is still followed.
@@ -65,7 +70,7 @@ type RelayConfig struct {
 // DefaultRelayConfig is the one statement of the relay's defaults: NewRelay
 // fills a zero field from it.
 func DefaultRelayConfig() RelayConfig {
-	return RelayConfig{Interval: 20 * time.Millisecond, Batch: 1000, Refeed: 5 * time.Second, Linger: time.Hour,
+	return RelayConfig{Interval: 20 * time.Millisecond, Batch: 1000, Refeed: 5 * time.Second, MaxRefeed: 10 * time.Minute, Linger: time.Hour,
 		Refresh: time.Second, Log: slog.Default()}
 }
 
@@ -75,6 +80,7 @@ func (c RelayConfig) withDefaults() RelayConfig {
 	c.Interval = cmp.Or(c.Interval, d.Interval)
 	c.Batch = cmp.Or(c.Batch, d.Batch)
 	c.Refeed = cmp.Or(c.Refeed, d.Refeed)
+	c.MaxRefeed = cmp.Or(c.MaxRefeed, d.MaxRefeed)
 	c.Linger = cmp.Or(c.Linger, d.Linger)
 	c.Refresh = cmp.Or(c.Refresh, d.Refresh)
 	c.Log = cmp.Or(c.Log, d.Log)
@@ -116,7 +122,13 @@ type Relay struct {
 type stall struct {
 	pos   int64
 	since time.Time
+	// refeeds counts the re-feeds at pos: the next waits Refeed << refeeds.
+	refeeds int
 }
+
+// stuckAfter is how many re-feeds at one position make an auction stuck
+// (bidgate_relay_stuck_auctions): Kafka losing what was produced needs one.
+const stuckAfter = 2
 
 // NewRelay returns a Relay that follows the hot auctions db lists, producing
 // with w, metrics on reg.
@@ -167,6 +179,7 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 	}
 	if len(ids) == 0 {
 		r.metrics.lag.Set(0)
+		r.metrics.stuck.Set(float64(r.stuck(nil)))
 		return 0, nil
 	}
 	views, err := r.look(ctx, ids)
@@ -303,10 +316,11 @@ func (r *Relay) look(ctx context.Context, ids []int64) ([]*logView, error) {
 			r.metrics.refeeds.Inc()
 			r.metrics.refeedBids.Add(float64(v.LastSeq - v.Persisted))
 			r.cfg.Log.Warn("PostgreSQL lags the bid log: producing again from the persisted position",
-				"auction", v.id, "persisted_seq", v.Persisted, "log_seq", v.LastSeq, "stalled_for", r.cfg.Refeed)
+				"auction", v.id, "persisted_seq", v.Persisted, "log_seq", v.LastSeq, "refeeds_at_this_position", r.refeedsAt(v.id))
 		}
 		views[i] = v
 	}
+	r.metrics.stuck.Set(float64(r.stuck(ids)))
 	if len(refeed) > 0 {
 		if err := r.rdb.ResetRelayed(ctx, refeed); err != nil {
 			return nil, err
@@ -316,7 +330,10 @@ func (r *Relay) look(ctx context.Context, ids []int64) ([]*logView, error) {
 }
 
 // stalledTooLong reports whether v's persisted position has stood still
-// behind its newest log entry for cfg.Refeed, and restarts the clock if so.
+// behind its newest log entry long enough for a re-feed, and restarts the
+// clock if so. The wait is Refeed, doubled by every re-feed at the same
+// position, up to MaxRefeed: a re-feed that did not move the position
+// (PostgreSQL refuses the bids) is not repeated at full rate.
 func (r *Relay) stalledTooLong(v *logView) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -330,11 +347,47 @@ func (r *Relay) stalledTooLong(v *logView) bool {
 		r.stalled[v.id] = stall{pos: v.Persisted, since: now}
 		return false
 	}
-	if now.Sub(s.since) < r.cfg.Refeed {
+	if now.Sub(s.since) < refeedWait(r.cfg.Refeed, r.cfg.MaxRefeed, s.refeeds) {
 		return false
 	}
-	r.stalled[v.id] = stall{pos: v.Persisted, since: now}
+	r.stalled[v.id] = stall{pos: v.Persisted, since: now, refeeds: s.refeeds + 1}
 	return true
+}
+
+// refeedWait is the wait before the next re-feed after n at one position.
+func refeedWait(first, most time.Duration, n int) time.Duration {
+	if n >= 30 || first<<n > most || first<<n <= 0 {
+		return most
+	}
+	return first << n
+}
+
+// refeedsAt is how many re-feeds auction id had at its current position.
+func (r *Relay) refeedsAt(id int64) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stalled[id].refeeds
+}
+
+// stuck counts the auctions of ids re-fed stuckAfter times or more at one
+// position, and forgets the stalls of auctions no longer followed.
+func (r *Relay) stuck(ids []int64) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	followed := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		followed[id] = true
+	}
+	n := 0
+	for id, s := range r.stalled {
+		switch {
+		case !followed[id]:
+			delete(r.stalled, id)
+		case s.refeeds >= stuckAfter:
+			n++
+		}
+	}
+	return n
 }
 
 // withEntries lists the auctions of ranges whose logs gave entries.
@@ -409,6 +462,7 @@ func bidMessage(b bidgate.BidAccepted, signer *pkafka.Signer) (kafka.Message, er
 
 type relayMetrics struct {
 	relayed, errors, refeeds, refeedBids prometheus.Counter
+	stuck                                prometheus.Gauge
 	noticeErrors                         prometheus.Counter
 	lag                                  prometheus.Gauge
 }
@@ -422,6 +476,8 @@ func newRelayMetrics(reg prometheus.Registerer) *relayMetrics {
 			Name: "bidgate_relay_errors_total", Help: "Relay passes that failed (Kafka, Redis or PostgreSQL)."}),
 		refeeds: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_relay_refeeds_total", Help: "Times the relay produced an auction's log again from its persisted position."}),
+		stuck: f.NewGauge(prometheus.GaugeOpts{
+			Name: "bidgate_relay_stuck_auctions", Help: "Hot auctions re-fed twice or more at one persisted position with no progress: PostgreSQL does not take their bids (alert when above 0); their re-feeds back off to one per 10 minutes."}),
 		refeedBids: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_relay_refeed_bids_total", Help: "Bids behind the persisted position when the relay re-fed (how much PostgreSQL lagged)."}),
 		noticeErrors: f.NewCounter(prometheus.CounterOpts{

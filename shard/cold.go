@@ -30,20 +30,14 @@ type cold struct {
 // its own limit before the bid's deadline: the limit is cut to fit.
 const answerMargin = 100 * time.Millisecond
 
-// placeBid answers from the look-up when it can (replay, self-bidding,
-// closed, too low), else runs the one conditional statement; when that
-// writes nothing, a second look-up explains why.
+// placeBid runs the one conditional statement, with the look-up after it
+// in the same round trip: when the statement wrote nothing, the look-up
+// says why (a replay, self-bidding, closed, too low, the leader's own bid
+// that changes nothing, a promotion).
 func (c *cold) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidResult, error) {
-	v, err := c.lookUp(ctx, r)
+	res, leader, placed, v, err := c.place(ctx, r)
 	if err != nil {
 		return bidgate.BidResult{}, timedOut(err, true)
-	}
-	if res, done, err := decide(v, r); done {
-		return res, err
-	}
-	res, leader, placed, err := c.place(ctx, r)
-	if err != nil {
-		return bidgate.BidResult{}, err
 	}
 	if placed {
 		bid, count := res.Bid, res.Bid.Seq
@@ -55,12 +49,18 @@ func (c *cold) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidR
 			EndTime: bid.EndTime, Status: bidgate.StatusOpen, BidCount: count}, bid.AcceptedAt)
 		return res, nil
 	}
-	// Lost a race: to a higher bid, to the end, to a promotion, or to a
-	// request with the same key. The look-up now sees the winner.
-	if v, err = c.lookUp(ctx, r); err != nil {
-		return bidgate.BidResult{}, timedOut(err, true)
+	if v == nil {
+		// The statement failed on the request id: a request with the same
+		// key committed first. A look-up now sees it.
+		look, err := c.lookUp(ctx, r)
+		if err != nil {
+			return bidgate.BidResult{}, timedOut(err, true)
+		}
+		v = &look
+	} else {
+		c.refresh(r.AuctionID, *v)
 	}
-	if res, done, err := decide(v, r); done {
+	if res, done, err := decide(*v, r); done {
 		return res, err
 	}
 	// Unreachable while prices only rise, maxima only rise under a leader
@@ -71,15 +71,15 @@ func (c *cold) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidR
 
 // place runs the statement on a connection of its own, with the limit that
 // is left once it has one (waiting for a free connection takes time too).
-func (c *cold) place(ctx context.Context, r bidgate.BidRequest) (res bidgate.BidResult, leader pgstore.Leader, placed bool, err error) {
+func (c *cold) place(ctx context.Context, r bidgate.BidRequest) (res bidgate.BidResult, leader pgstore.Leader, placed bool, v *pgstore.ColdView, err error) {
 	conn, err := c.db.Acquire(ctx)
 	if err != nil {
-		return res, leader, false, timedOut(fmt.Errorf("cold bid on auction %d: %w", r.AuctionID, err), true)
+		return res, leader, false, nil, timedOut(fmt.Errorf("cold bid on auction %d: %w", r.AuctionID, err), true)
 	}
 	defer conn.Release()
 	limit, err := c.statementLimit(ctx)
 	if err != nil {
-		return res, leader, false, err
+		return res, leader, false, nil, err
 	}
 	return (&pgstore.Store{DB: conn}).PlaceColdBid(ctx, r, limit)
 }
@@ -106,10 +106,15 @@ func (c *cold) lookUp(ctx context.Context, r bidgate.BidRequest) (pgstore.ColdVi
 	if err != nil {
 		return v, err
 	}
-	if v.Mode == bidgate.ModeCold {
-		c.cache.update(r.AuctionID, v.Seller, v.Price, v.Inc, v.Status != bidgate.StatusOpen || !v.Running)
-	}
+	c.refresh(r.AuctionID, v)
 	return v, nil
+}
+
+// refresh updates the price cache from a cold auction's view.
+func (c *cold) refresh(auctionID int64, v pgstore.ColdView) {
+	if v.Mode == bidgate.ModeCold {
+		c.cache.update(auctionID, v.Seller, v.Price, v.Inc, v.Status != bidgate.StatusOpen || !v.Running)
+	}
 }
 
 // decide returns the answer the view already implies, in the order the API

@@ -48,6 +48,11 @@ type ColdView struct {
 // LookUpBid reads the auction a bid is for and the bid its request id made
 // before, if any. It fails with bidgate.ErrAuctionNotFound.
 func (s *Store) LookUpBid(ctx context.Context, r bidgate.BidRequest) (ColdView, error) {
+	return scanColdView(s.DB.QueryRow(ctx, lookUpSQL, r.AuctionID, r.RequestID, bidgate.AutomaticRequestID(r.RequestID)), r)
+}
+
+// scanColdView reads look_up.sql's row for r.
+func scanColdView(row pgx.Row, r bidgate.BidRequest) (ColdView, error) {
 	var (
 		v            ColdView
 		status, mode string
@@ -58,9 +63,8 @@ func (s *Store) LookUpBid(ctx context.Context, r bidgate.BidRequest) (ColdView, 
 		answeredAt   decimal.NullDecimal
 		at, end      *time.Time
 	)
-	err := s.DB.QueryRow(ctx, lookUpSQL, r.AuctionID, r.RequestID, bidgate.AutomaticRequestID(r.RequestID)).
-		Scan(&status, &mode, &v.Running, &v.Price, &v.Inc, &v.Seller, &leader, &v.LeaderMax, &v.BuyNowOpen,
-			&bidder, &amount, &kind, &max, &seq, &at, &end, &answeredAt)
+	err := row.Scan(&status, &mode, &v.Running, &v.Price, &v.Inc, &v.Seller, &leader, &v.LeaderMax, &v.BuyNowOpen,
+		&bidder, &amount, &kind, &max, &seq, &at, &end, &answeredAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return v, bidgate.ErrAuctionNotFound
 	}
@@ -85,17 +89,20 @@ func (s *Store) LookUpBid(ctx context.Context, r bidgate.BidRequest) (ColdView, 
 // PlaceColdBid runs the cold path's conditional statement: check, decide
 // and write in one step, by the database clock; leader is who leads after
 // it (the bidder, or the leader whose proxy answered), with their alias.
-// placed is false when it
-// wrote nothing (the bid lost a race to a higher bid, the end, a promotion
-// or a request with the same key, or the leader's bid changes nothing); a
-// new LookUpBid then explains why.
+// placed is false when it wrote nothing (the bid is too low or lost a race
+// to a higher bid, the end, a promotion, or the leader's bid changes
+// nothing). Either way view is the auction as it is right after the
+// statement (look_up.sql, in the same round trip): it says why nothing
+// was written, a replay included. view is nil when the statement failed on
+// the request id (a replay racing its original): a LookUpBid explains it.
 //
 // limit bounds the statement inside PostgreSQL: how long it waits for the
 // auction's row lock and runs. Past it the server cancels the statement,
 // which then never commits, and the error is an undecided
-// *bidgate.TimeoutError. The limit and the statement go in one round trip,
-// as one implicit transaction; s.DB must be a pool, not a transaction.
-func (s *Store) PlaceColdBid(ctx context.Context, r bidgate.BidRequest, limit time.Duration) (res bidgate.BidResult, leader Leader, placed bool, err error) {
+// *bidgate.TimeoutError. The limit, the statement, the alias and the
+// look-up go in one round trip, as one implicit transaction; s.DB must be a
+// pool, not a transaction. It fails with bidgate.ErrAuctionNotFound.
+func (s *Store) PlaceColdBid(ctx context.Context, r bidgate.BidRequest, limit time.Duration) (res bidgate.BidResult, leader Leader, placed bool, view *ColdView, err error) {
 	b := bidgate.Bid{AuctionID: r.AuctionID, BidderID: r.BidderID, Kind: r.Kind(), RequestID: r.RequestID}
 	if r.Proxy {
 		b.MaxAmount = decimal.NewNullDecimal(r.Amount)
@@ -105,29 +112,45 @@ func (s *Store) PlaceColdBid(ctx context.Context, r bidgate.BidRequest, limit ti
 	batch.Queue(coldBidSQL, r.AuctionID, r.BidderID, r.Amount, r.RequestID, string(r.Kind()),
 		bidgate.AutomaticRequestID(r.RequestID))
 	batch.Queue(assignAliasSQL, r.AuctionID, r.BidderID)
+	batch.Queue(lookUpSQL, r.AuctionID, r.RequestID, bidgate.AutomaticRequestID(r.RequestID))
 	results := s.DB.SendBatch(ctx, batch)
 	_, err = results.Exec()
 	if err == nil {
 		err = results.QueryRow().Scan(&b.Seq, &b.AcceptedAt, &b.EndTime, &b.Amount, &res.Leading, &res.CurrentPrice, &leader.ID)
+		placed = err == nil
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = nil
+		}
 	}
 	if err == nil {
-		err = results.QueryRow().Scan(&leader.Alias)
+		// No row: the auction does not exist (the look-up says so).
+		if err = results.QueryRow().Scan(&leader.Alias); errors.Is(err, pgx.ErrNoRows) && !placed {
+			err = nil
+		}
+	}
+	var v ColdView
+	if err == nil {
+		v, err = scanColdView(results.QueryRow(), r)
 	}
 	// Close reads to the end of the batch: its commit.
-	if closeErr := results.Close(); err == nil || errors.Is(err, pgx.ErrNoRows) {
+	if closeErr := results.Close(); err == nil || errors.Is(err, bidgate.ErrAuctionNotFound) {
 		err = cmp.Or(closeErr, err)
 	}
 	res.Bid = b
 	switch {
+	case err == nil && placed:
+		return res, leader, true, &v, nil
 	case err == nil:
-		return res, leader, true, nil
-	case errors.Is(err, pgx.ErrNoRows), IsUniqueViolation(err, "bid_auction_id_request_id_key"):
-		return res, Leader{}, false, nil
+		return res, Leader{}, false, &v, nil
+	case errors.Is(err, bidgate.ErrAuctionNotFound):
+		return res, Leader{}, false, nil, err
+	case IsUniqueViolation(err, "bid_auction_id_request_id_key"):
+		return res, Leader{}, false, nil, nil
 	case cancelledByServer(err):
-		return res, Leader{}, false, &bidgate.TimeoutError{Undecided: true,
+		return res, Leader{}, false, nil, &bidgate.TimeoutError{Undecided: true,
 			Err: fmt.Errorf("cold bid on auction %d: PostgreSQL cancelled it after %v: %w", r.AuctionID, limit, err)}
 	}
-	return res, Leader{}, false, fmt.Errorf("cold bid on auction %d: %w", r.AuctionID, err)
+	return res, Leader{}, false, nil, fmt.Errorf("cold bid on auction %d: %w", r.AuctionID, err)
 }
 
 // cancelledByServer reports whether PostgreSQL cancelled a statement at a
