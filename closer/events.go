@@ -50,7 +50,7 @@ func (c *Closer) announce(ctx context.Context, closed []pgstore.Closed, notices 
 // notices' lock (which orders them) is held that long, so a close of
 // thousands of bidders never holds up the notifier's outbid notices for
 // more than a chunk.
-const noticeChunk = 2000
+const noticeChunk = 5000
 
 // tell stores the close notices in chunks, each published once stored.
 // Whatever it does not store, the notifier stores from Kafka.

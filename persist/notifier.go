@@ -97,14 +97,19 @@ func (n *Notifier) Run(ctx context.Context) error {
 }
 
 // deliver stores a batch's valid notices and publishes the new ones.
+// Most notices come twice (an outbid from the relay's fast path and from
+// its row's outbox copy; a close's from the closer, which stores them
+// itself): a message whose id is stored already changes nothing, so its
+// signature is not checked (Ed25519 verification is the notifier's main
+// cost); every message that could be stored is verified first.
 func (n *Notifier) deliver(ctx context.Context, msgs []kafka.Message) error {
-	notices := make([]bidgate.Notice, 0, len(msgs))
-	seen := map[string]bool{}
+	type candidate struct {
+		m kafka.Message
+		x bidgate.Notice
+	}
+	candidates := make([]candidate, 0, len(msgs))
+	ids := make([]string, 0, len(msgs))
 	for _, m := range msgs {
-		if !n.cfg.Verifier.Verify(m) {
-			n.reject("signature", m, errors.New("bad or missing signature"))
-			continue
-		}
 		var x bidgate.Notice
 		err := json.Unmarshal(m.Value, &x)
 		if err == nil {
@@ -117,9 +122,27 @@ func (n *Notifier) deliver(ctx context.Context, msgs []kafka.Message) error {
 			n.reject("malformed", m, err)
 			continue
 		}
-		if !seen[x.ID] {
-			seen[x.ID] = true
-			notices = append(notices, x)
+		candidates = append(candidates, candidate{m, x})
+		ids = append(ids, x.ID)
+	}
+	if len(candidates) == 0 {
+		return nil
+	}
+	known, err := n.store.StoredNotices(ctx, ids)
+	if err != nil {
+		n.metrics.errors.WithLabelValues("postgres").Inc()
+		return err
+	}
+	notices := make([]bidgate.Notice, 0, len(candidates))
+	for _, c := range candidates {
+		switch {
+		case known[c.x.ID]:
+			n.metrics.known.Inc()
+		case !n.cfg.Verifier.Verify(c.m):
+			n.reject("signature", c.m, errors.New("bad or missing signature"))
+		default:
+			known[c.x.ID] = true // once per batch
+			notices = append(notices, c.x)
 		}
 	}
 	if len(notices) == 0 {
@@ -286,9 +309,9 @@ func (n *Notifier) RunRetention(ctx context.Context) error {
 }
 
 type notifierMetrics struct {
-	stored, rejected, errors *prometheus.CounterVec
-	deleted, recovered       prometheus.Counter
-	storeLag                 prometheus.Histogram
+	stored, rejected, errors  *prometheus.CounterVec
+	deleted, recovered, known prometheus.Counter
+	storeLag                  prometheus.Histogram
 }
 
 func newNotifierMetrics(reg prometheus.Registerer) *notifierMetrics {
@@ -302,6 +325,8 @@ func newNotifierMetrics(reg prometheus.Registerer) *notifierMetrics {
 			Name: "bidgate_notifier_errors_total", Help: "Notifier failures, retried, by the dependency that failed (kafka, postgres, redis)."}, []string{"dependency"}),
 		deleted: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_notices_deleted_total", Help: "Notices deleted by the retention job (older than the retention)."}),
+		known: f.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_notifier_known_messages_total", Help: "bid-notifications messages skipped because their notice was stored already (the other copy came first), unverified: they change nothing."}),
 		recovered: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_notices_recovered_total", Help: "Notices the sweep stored from their outbox rows because Kafka lost them (a broker that forgot acknowledged messages)."}),
 		storeLag: f.NewHistogram(prometheus.HistogramOpts{

@@ -155,6 +155,10 @@ func TestNotifierStoresOnceAndDropsForgeries(t *testing.T) {
 	if got := p.storedNotices(user + 1); len(got) != 0 {
 		t.Fatalf("stored for user+1: %v", got)
 	}
+	// The second copy of outbid-5-2 is skipped as known, unverified.
+	if v := testmetrics.Value(t, reg, "bidgate_notifier_known_messages_total"); v != 1 {
+		t.Fatalf("known messages %v, want 1", v)
+	}
 	for reason, want := range map[string]float64{"signature": 1, "malformed": 2} {
 		if v := testmetrics.Value(t, reg, "bidgate_notifier_rejected_messages_total", "reason", reason); v != want {
 			t.Fatalf("rejected (%s) %v, want %v", reason, v, want)

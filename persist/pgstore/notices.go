@@ -58,6 +58,23 @@ func StoreNotices(ctx context.Context, tx pgx.Tx, notices []bidgate.Notice) (map
 	return stored, nil
 }
 
+//go:embed sql/stored_notices.sql
+var storedNoticesSQL string
+
+// StoredNotices says which of ids are stored.
+func (s *Store) StoredNotices(ctx context.Context, ids []string) (map[string]bool, error) {
+	rows, err := s.DB.Query(ctx, storedNoticesSQL, ids)
+	if err != nil {
+		return nil, fmt.Errorf("look up %d notices: %w", len(ids), err)
+	}
+	known := make(map[string]bool, len(ids))
+	var id string
+	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { known[id] = true; return nil }); err != nil {
+		return nil, fmt.Errorf("look up %d notices: %w", len(ids), err)
+	}
+	return known, nil
+}
+
 // DeleteOldNotices deletes up to limit notices stored longer ago than
 // keep, oldest first, and returns how many.
 func (s *Store) DeleteOldNotices(ctx context.Context, keep time.Duration, limit int) (int64, error) {
