@@ -70,10 +70,20 @@ type noticeFrame struct {
 func (m *mailbox) serve(conn *websocket.Conn, replay []bidgate.Notice) {
 	b := m.inbox
 	defer b.release(m)
-	defer conn.Close()
+	// The reader must be done with conn before this returns: fasthttp
+	// reuses the hijacked connection's memory then. Closing conn ends its
+	// read at once.
+	readDone := make(chan struct{})
+	defer func() {
+		_ = conn.Close()
+		<-readDone
+	}()
 	b.metrics.connected.Inc()
 	defer b.metrics.connected.Dec()
-	go m.read(conn)
+	go func() {
+		defer close(readDone)
+		m.read(conn)
+	}()
 	seen := map[string]bool{}
 	write := func(raw []byte) bool {
 		var head struct {
