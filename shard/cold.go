@@ -24,6 +24,7 @@ type cold struct {
 	pub   *publisher
 	// lockTimeout bounds the statement inside PostgreSQL (Config.ColdLockTimeout).
 	lockTimeout time.Duration
+	lanes       *lanes // one statement per auction at a time
 }
 
 // answerMargin is the time left to hear PostgreSQL cancel the statement at
@@ -72,6 +73,12 @@ func (c *cold) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidR
 // place runs the statement on a connection of its own, with the limit that
 // is left once it has one (waiting for a free connection takes time too).
 func (c *cold) place(ctx context.Context, r bidgate.BidRequest) (res bidgate.BidResult, leader pgstore.Leader, placed bool, v *pgstore.ColdView, err error) {
+	leave, err := c.lanes.enter(ctx, r.AuctionID)
+	if err != nil {
+		// Never sent: decided (not placed).
+		return res, leader, false, nil, &bidgate.TimeoutError{Err: fmt.Errorf("cold bid on auction %d: waiting for its turn: %w", r.AuctionID, err)}
+	}
+	defer leave()
 	conn, err := c.db.Acquire(ctx)
 	if err != nil {
 		return res, leader, false, nil, timedOut(fmt.Errorf("cold bid on auction %d: %w", r.AuctionID, err), true)

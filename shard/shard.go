@@ -156,7 +156,7 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, cfg Config, reg prometheus
 	pub := &publisher{rs: rs, metrics: m}
 	s := &Service{
 		db: db, rdb: rdb, rs: rs, store: store, cache: cache, metrics: m,
-		cold:    &cold{db: db, store: store, cache: cache, pub: pub, lockTimeout: cfg.ColdLockTimeout},
+		cold:    &cold{db: db, store: store, cache: cache, pub: pub, lockTimeout: cfg.ColdLockTimeout, lanes: newLanes()},
 		limiter: newLimiter(rs, cfg.RateLimit, cfg.RateBurst, cfg.StoreTimeout),
 		heat:    newHeatMeter(cfg.PromoteRate),
 		reads:   cfg.Reads,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,5 +71,63 @@ func TestColdBidGivesUpOnALockedRow(t *testing.T) {
 	res, err := s.PlaceBid(ctx, r)
 	if err != nil || res.Replayed || res.Bid.Seq != 1 {
 		t.Fatalf("the same key after the lock: %+v, %v; want the bid placed afresh", res, err)
+	}
+}
+
+// Bids piling up on one cold auction whose row is locked hold one
+// PostgreSQL connection between them, not the pool: a bid on another
+// auction goes through while they all still wait.
+func TestABusyColdAuctionLeavesTheOthersConnections(t *testing.T) {
+	db, _ := testdb.New(t, 4)
+	s := newService(t, db, Config{StoreTimeout: DefaultConfig().StoreTimeout})
+	busy := newAuction(t, s, "100", "1", time.Hour, time.Minute, time.Minute)
+	other := newAuction(t, s, "100", "1", time.Hour, time.Minute, time.Minute)
+	lock, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx)
+	if _, err := lock.Exec(ctx, "SELECT id FROM auction WHERE id = $1 FOR UPDATE", busy.ID); err != nil {
+		t.Fatal(err)
+	}
+	const waiting = 8
+	var returned atomic.Int32
+	done := make(chan struct{})
+	for i := range waiting {
+		go func() {
+			defer func() { returned.Add(1); done <- struct{}{} }()
+			_, _ = s.PlaceBid(ctx, bid(busy.ID, int64(10+i), "200")) // they give up: the row stays locked
+		}()
+	}
+	// Every one of them is as far as it gets: one statement waits for
+	// the row lock, the others for the auction's turn.
+	await.NoError(t, 10*time.Second, "the busy auction's bids waiting", func() error {
+		s.cold.lanes.mu.Lock()
+		users := 0
+		if l := s.cold.lanes.m[busy.ID]; l != nil {
+			users = l.users
+		}
+		s.cold.lanes.mu.Unlock()
+		var locked int
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+ WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&locked); err != nil {
+			return err
+		}
+		if users < waiting || locked < 1 {
+			return fmt.Errorf("%d of %d bids in the auction's lane, %d statements waiting for a lock", users, waiting, locked)
+		}
+		return nil
+	})
+	if _, err := s.PlaceBid(ctx, bid(other.ID, 99, "150")); err != nil {
+		t.Fatalf("a bid on another auction: %v", err)
+	}
+	if n := returned.Load(); n != 0 {
+		t.Fatalf("%d of the busy auction's bids had to give up before another auction's bid got a connection", n)
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range waiting {
+		<-done
 	}
 }
