@@ -36,12 +36,10 @@ type inboxes struct {
 	targets   []Target
 	tokens    *Tokens
 	perSource int
-	rate      float64
 	logs      []inboxLog
 	ctx       context.Context
 	cancel    context.CancelFunc
 	stopping  atomic.Bool
-	connected atomic.Int64
 	distinct  atomic.Int64 // notice ids received, each once per listener
 
 	connecting, reading sync.WaitGroup
@@ -66,7 +64,7 @@ type inboxLog struct {
 // most rate a second, perSource per loopback source address; it returns
 // once every listener has connected or failed to.
 func (e *Env) startInboxes(ctx context.Context, users []int64, rate float64, perSource int) *inboxes {
-	b := &inboxes{targets: e.targets, tokens: e.tokens, perSource: perSource, rate: rate,
+	b := &inboxes{targets: e.targets, tokens: e.tokens, perSource: perSource,
 		logs: make([]inboxLog, len(users)), conns: map[int]*websocket.Conn{}, failures: map[string]int{}}
 	b.ctx, b.cancel = context.WithCancel(ctx)
 	for i, u := range users {
@@ -131,7 +129,6 @@ func (b *inboxes) listen(i int) {
 	conn := b.connect(i, "")
 	if conn != nil {
 		l.ok = true
-		b.connected.Add(1)
 		b.reading.Add(1)
 	}
 	b.connecting.Done()
