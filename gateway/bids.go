@@ -88,12 +88,13 @@ func parseBid(ctx *fasthttp.RequestCtx, bidder int64) (bidgate.BidRequest, error
 		return bidgate.BidRequest{}, bidgate.InvalidInput("invalid_amount",
 			"give exactly one of amount (a straight bid) and maxAmount (a proxy bid)")
 	}
-	// The shard validates the request (PlaceBid), wherever it is placed.
 	r := bidgate.BidRequest{AuctionID: auctionID, BidderID: bidder, Amount: body.Amount.Decimal, RequestID: key}
 	if body.MaxAmount.Set {
 		r.Amount, r.Proxy = body.MaxAmount.Decimal, true
 	}
-	return r, nil
+	// Checked here too (the shard's PlaceBid checks again): an invalid
+	// bid is refused before it is forwarded to another node.
+	return r, r.Validate()
 }
 
 // placeClientBid serves POST /auctions/{id}/bids: the bidder is the

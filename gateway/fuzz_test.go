@@ -16,7 +16,7 @@ import (
 func FuzzBidRequest(f *testing.F) {
 	for _, body := range []string{`{"amount":1010}`, `{"amount":"1010.5","bidderId":42}`, `{"amount":1,"amount":2}`,
 		`{"AMOUNT":1}`, `{"amount":1e3}`, `{"amount":null}`, "{\"amount\":\"1\xff\"}", `[]`, ``, `{"bidderId":43,"amount":5}`,
-		`{"maxAmount":"1500"}`, `{"amount":1,"maxAmount":2}`, `{"maxAmount":null}`, `{}`} {
+		`{"maxAmount":"1500"}`, `{"amount":1,"maxAmount":2}`, `{"maxAmount":null}`, `{}`, `{"amount":0}`, `{"maxAmount":"-1"}`} {
 		f.Add(body, "3f1c7a52-8a3e-4c2b-9d43-2b8f0e6a9c11", "17")
 	}
 	f.Fuzz(func(t *testing.T, body, key, id string) {
