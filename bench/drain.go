@@ -106,16 +106,18 @@ func (e *Env) pending(ctx context.Context, all, hot []int64) (string, time.Time,
 		}
 		unclosed++
 	}
-	// Notices written (outbox) and not yet stored by a notifier.
+	// Notices written (outbox) and not yet stored by a notifier, and closes
+	// whose notices are not yet written (close_notice: a close's each).
 	var unstored int64
 	if err := e.db.QueryRow(ctx, `
-SELECT count(*) FROM outbox o
- WHERE o.topic = 'bid-notifications' AND (o.payload->>'auctionId')::bigint = ANY($1)
-   AND NOT EXISTS (SELECT 1 FROM notification n WHERE n.id = o.payload->>'id')`, all).Scan(&unstored); err != nil {
+SELECT (SELECT count(*) FROM outbox o
+         WHERE o.topic = 'bid-notifications' AND (o.payload->>'auctionId')::bigint = ANY($1)
+           AND NOT EXISTS (SELECT 1 FROM notification n WHERE n.id = o.payload->>'id'))
+     + (SELECT count(*) FROM close_notice WHERE auction_id = ANY($1))`, all).Scan(&unstored); err != nil {
 		return "", now, err
 	}
 	if unpersisted == 0 && unclosed == 0 && unstored == 0 {
 		return "", now, nil
 	}
-	return fmt.Sprintf("%d hot bids not yet in the bid table, %d ended auctions not yet CLOSED, %d notices not yet stored", unpersisted, unclosed, unstored), now, nil
+	return fmt.Sprintf("%d hot bids not yet in the bid table, %d ended auctions not yet CLOSED, %d notices (or closes' notices) not yet stored", unpersisted, unclosed, unstored), now, nil
 }

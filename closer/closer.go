@@ -28,7 +28,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"bidgate"
 	"bidgate/internal/retry"
 	"bidgate/persist/pgstore"
 	"bidgate/persist/redisstore"
@@ -48,12 +47,16 @@ type Config struct {
 	// makes the closer hand on only log entries the replicas hold: an entry
 	// whose batch was never acknowledged is gone after a failover.
 	Replication redisstore.Replication
+	// NoticeGrace is how long after a close a pass takes up its notices
+	// when the closer that closed it has not written them to the outbox.
+	NoticeGrace time.Duration
 }
 
 // DefaultConfig is the one statement of the closer defaults: New fills a
 // zero field from it.
 func DefaultConfig() Config {
-	return Config{BatchSize: 500, Interval: 250 * time.Millisecond, KeepClosed: 24 * time.Hour, Log: slog.Default()}
+	return Config{BatchSize: 500, Interval: 250 * time.Millisecond, KeepClosed: 24 * time.Hour,
+		NoticeGrace: 30 * time.Second, Log: slog.Default()}
 }
 
 // withDefaults returns c with every zero field taken from DefaultConfig.
@@ -62,6 +65,7 @@ func (c Config) withDefaults() Config {
 	c.BatchSize = cmp.Or(c.BatchSize, d.BatchSize)
 	c.Interval = cmp.Or(c.Interval, d.Interval)
 	c.KeepClosed = cmp.Or(c.KeepClosed, d.KeepClosed)
+	c.NoticeGrace = cmp.Or(c.NoticeGrace, d.NoticeGrace)
 	c.Log = cmp.Or(c.Log, d.Log)
 	return c
 }
@@ -80,6 +84,9 @@ type Closer struct {
 	// auction id and before PostgreSQL is settled; an error aborts the pass
 	// and rolls its transaction back, as a crash at that point would.
 	afterRedisClose func(id int64) error
+	// silent, when set (tests only), closes without telling the notices,
+	// as a closer that dies right after the commit.
+	silent bool
 }
 
 // New returns a Closer on PostgreSQL db and Redis rdb with metrics on reg
@@ -130,31 +137,46 @@ func (c *Closer) pass(ctx context.Context) (closed int, full bool, err error) {
 	if hotErr != nil {
 		c.metrics.errors.WithLabelValues("hot").Inc()
 	}
+	leftErr := c.tellLeft(ctx)
+	if leftErr != nil {
+		c.metrics.errors.WithLabelValues("notices").Inc()
+	}
 	full = cold == c.cfg.BatchSize || hotFull
-	return cold + hot, full, errors.Join(coldErr, hotErr)
+	return cold + hot, full, errors.Join(coldErr, hotErr, leftErr)
+}
+
+// tellLeft tells the notices of closes that still owe them NoticeGrace
+// after they committed.
+func (c *Closer) tellLeft(ctx context.Context) error {
+	left, err := (&pgstore.Store{DB: c.db}).LeftCloseNotices(ctx, c.cfg.NoticeGrace, c.cfg.BatchSize)
+	if err != nil || len(left) == 0 {
+		return err
+	}
+	c.metrics.leftNotices.Add(float64(len(left)))
+	c.cfg.Log.Warn("telling the notices of closes whose closer did not", "auctions", len(left))
+	ctx, cancel := finishing(ctx)
+	defer cancel()
+	c.tell(ctx, left)
+	return nil
 }
 
 // closeCold closes one batch of ended cold auctions and writes their outbox
 // rows, in one transaction.
 func (c *Closer) closeCold(ctx context.Context) (int, error) {
-	var (
-		closed  []pgstore.Closed
-		notices []bidgate.Notice
-	)
+	var closed []pgstore.Closed
 	err := pgstore.InTx(ctx, c.db, func(tx pgx.Tx) error {
 		store := &pgstore.Store{DB: tx}
 		var err error
 		if closed, err = store.CloseDueCold(ctx, c.cfg.BatchSize); err != nil {
 			return err
 		}
-		notices, err = addEvents(ctx, store, closed)
-		return err
+		return addEvents(ctx, store, closed)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("close cold auctions: %w", err)
 	}
 	c.metrics.closed.WithLabelValues("cold").Add(float64(len(closed)))
-	c.announce(ctx, closed, notices)
+	c.announce(ctx, closed)
 	return len(closed), nil
 }
 

@@ -255,7 +255,7 @@ func leaderOf(u bidgate.StateUpdate) *int64 {
 // bids' outbid notices), as
 // "type:user", sorted; each must be a valid bidgate.Notice keyed by its
 // user, at the final price, naming only its user's own maximum, and be
-// stored for its user already (the closing transaction stores them), the
+// stored for its user already (the closer stores them right after the close), the
 // same.
 func noticesOf(t testing.TB, db *pgxpool.Pool, id int64) []string {
 	t.Helper()

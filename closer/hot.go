@@ -21,14 +21,13 @@ import (
 func (c *Closer) closeHot(ctx context.Context) (closed int, full bool, err error) {
 	var (
 		settled  []pgstore.Closed
-		notices  []bidgate.Notice
 		extended int
 		skipped  []error
 		selected int
 		waiting  int
 	)
 	err = pgstore.InTx(ctx, c.db, func(tx pgx.Tx) error {
-		settled, notices, extended, skipped, waiting = nil, nil, 0, nil, 0
+		settled, extended, skipped, waiting = nil, 0, nil, 0
 		store := &pgstore.Store{DB: tx}
 		due, err := store.LockDueHot(ctx, c.cfg.BatchSize)
 		if err != nil {
@@ -107,8 +106,7 @@ func (c *Closer) closeHot(ctx context.Context) (closed int, full bool, err error
 		if err := store.AddCancelEvents(ctx, bidgate.TopicAuctionCancelled, cancelled); err != nil {
 			return err
 		}
-		notices, err = addEvents(ctx, store, settled)
-		return err
+		return addEvents(ctx, store, settled)
 	})
 	if err != nil {
 		return 0, false, fmt.Errorf("close hot auctions: %w", err)
@@ -119,7 +117,7 @@ func (c *Closer) closeHot(ctx context.Context) (closed int, full bool, err error
 		c.unsettled.Succeed()
 	}
 	c.metrics.extensions.Add(float64(extended))
-	c.announce(ctx, settled, notices)
+	c.announce(ctx, settled)
 	c.expire(ctx, settled)
 	full = selected == c.cfg.BatchSize && len(settled)+extended > 0
 	return len(settled), full, errors.Join(skipped...)

@@ -13,6 +13,7 @@ type metrics struct {
 	errors     *prometheus.CounterVec
 
 	notices          *prometheus.CounterVec
+	leftNotices      prometheus.Counter
 	waiting          prometheus.Gauge
 	persistedAtClose prometheus.Counter
 }
@@ -39,12 +40,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		errors: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "bidgate_closer_errors_total",
-			Help: "Failed close batches, by stage (cold, hot, announce).",
+			Help: "Failed close batches, by stage (cold, hot, announce, notices).",
 		}, []string{"stage"}),
 		notices: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "bidgate_closer_notices_stored_total",
-			Help: "Close notices (won, lost, sold, unsold) the closer stored for their users in the closing transaction, by type.",
+			Help: "Close notices (won, lost, sold, unsold) the closer stored for their users right after the close, by type.",
 		}, []string{"type"}),
+		leftNotices: f.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_closer_left_notices_total",
+			Help: "Closes whose notices a pass told after NoticeGrace because the closer that closed them did not (it died, or PostgreSQL failed).",
+		}),
 		waiting: f.NewGauge(prometheus.GaugeOpts{
 			Name: "bidgate_closer_unsettled_hot_auctions",
 			Help: "Hot auctions ended in Redis that the last pass could not settle because bids were missing from PostgreSQL (alert when above 0 for long).",

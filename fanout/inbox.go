@@ -76,6 +76,7 @@ type Inbox struct {
 	reader   NoticeReader
 	cfg      InboxConfig
 	sub      *redisstore.Subscriber
+	presence *redisstore.Store // marks who listens here, so their close notices go first
 	upgrader websocket.FastHTTPUpgrader
 	metrics  *inboxMetrics
 
@@ -104,7 +105,7 @@ type userBox struct {
 // metrics on reg. Run must run for connections to be served.
 func NewInbox(rdb redis.UniversalClient, reader NoticeReader, cfg InboxConfig, reg prometheus.Registerer) *Inbox {
 	cfg = cfg.withDefaults()
-	b := &Inbox{reader: reader, cfg: cfg, sub: redisstore.NewNoticeSubscriber(rdb, pubsubBuffer),
+	b := &Inbox{reader: reader, cfg: cfg, sub: redisstore.NewNoticeSubscriber(rdb, pubsubBuffer), presence: redisstore.New(rdb),
 		metrics: newInboxMetrics(reg), users: map[int64]*userBox{}, byAddr: map[string]int{}}
 	b.upgrader = websocket.FastHTTPUpgrader{
 		ReadBufferSize: 256, WriteBufferSize: 1024, WriteBufferPool: &sync.Pool{},
@@ -119,16 +120,43 @@ func NewInbox(rdb redis.UniversalClient, reader NoticeReader, cfg InboxConfig, r
 
 // Run hands each published notice to its user's connections until ctx
 // ends; then it closes them all (1001) and returns nil once they are gone.
+// Meanwhile it keeps its users marked as listening.
 func (b *Inbox) Run(ctx context.Context) error {
 	events := b.sub.Events()
 	defer b.stop()
+	mark := time.NewTicker(redisstore.ListeningTTL / 3)
+	defer mark.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case ev := <-events:
 			b.dispatch(ev)
+		case <-mark.C:
+			go b.markListening(ctx, b.listeners()...)
 		}
+	}
+}
+
+// listeners are the users with a connection here.
+func (b *Inbox) listeners() []int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	users := make([]int64, 0, len(b.users))
+	for id := range b.users {
+		users = append(users, id)
+	}
+	return users
+}
+
+// markListening tells the closer that users listen (their notices of a
+// close of thousands go first). Best effort: a user not marked is told
+// in turn.
+func (b *Inbox) markListening(ctx context.Context, users ...int64) {
+	ctx, cancel := context.WithTimeout(ctx, joinTimeout)
+	defer cancel()
+	if err := b.presence.MarkListening(ctx, users...); err != nil {
+		b.cfg.Log.Warn("inbox: mark users listening", "users", len(users), "err", err)
 	}
 }
 
@@ -332,6 +360,7 @@ func (b *Inbox) reserve(user int64, addr string) (*mailbox, error) {
 			b.releaseLocked(m)
 			return nil, err
 		}
+		b.markListening(context.Background(), user)
 	}
 	return m, nil
 }

@@ -158,6 +158,12 @@ func TestInboxDeliversOwnNoticesOnly(t *testing.T) {
 
 	a := n.dial(t, alice, "")
 	b := n.dial(t, bob, "")
+	// Connected users count as listening (their close notices go first).
+	const carol = 4_000_003
+	on, err := redisstore.New(e.rdb).Listening(bg, []int64{alice, bob, carol})
+	if err != nil || !on[alice] || !on[bob] || on[carol] {
+		t.Fatalf("listening %v (%v), want alice and bob", on, err)
+	}
 	n.deliver(t, testNotice("outbid-5-4", bob), testNotice("outbid-5-5", alice))
 	if got := a.next(t); got.ID != "outbid-5-5" || got.UserID != alice {
 		t.Fatalf("alice got %+v, want outbid-5-5", got)

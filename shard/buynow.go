@@ -42,8 +42,15 @@ func (s *Service) buyNowCold(ctx context.Context, r bidgate.BidRequest) (bidgate
 			return err
 		}
 		closed = c
+		if err := store.AddClosedEvents(ctx, bidgate.TopicAuctionClosed, []pgstore.Closed{c}); err != nil {
+			return err
+		}
 		// Its two notices (won, sold) go through Kafka to the notifier.
-		_, err = store.AddClosedEvents(ctx, bidgate.TopicAuctionClosed, []pgstore.Closed{c})
+		notices, err := store.CloseNotices(ctx, []int64{c.ID})
+		if err != nil {
+			return err
+		}
+		_, err = pgstore.WriteCloseNotices(ctx, tx, notices)
 		return err
 	})
 	if err != nil {

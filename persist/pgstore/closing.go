@@ -22,8 +22,8 @@ var (
 	settleHotSQL string
 	//go:embed sql/extend_hot.sql
 	extendHotSQL string
-	//go:embed sql/insert_close_notices.sql
-	insertCloseNoticesSQL string
+	//go:embed sql/add_close_notices.sql
+	addCloseNoticesSQL string
 )
 
 // Closed is an auction as the statement that closed it returned it: the
@@ -55,31 +55,30 @@ func (c Closed) Event() bidgate.AuctionClosed {
 }
 
 // AddClosedEvents writes one outbox row for topic per closed auction,
-// inside the transaction that closed it, and the closes' notices. It
-// returns the notices, for the caller to store and publish once the
-// transaction commits (StoreNotices): sooner than through Kafka.
-func (s *Store) AddClosedEvents(ctx context.Context, topic string, closed []Closed) ([]bidgate.Notice, error) {
+// inside the transaction that closed it, and records that the closes owe
+// their notices (close_notice): the caller reads them (CloseNotices) and
+// writes them to the outbox (WriteCloseNotices) once it committed, or in
+// the same transaction when they are few.
+func (s *Store) AddClosedEvents(ctx context.Context, topic string, closed []Closed) error {
 	events := make([]Event, len(closed))
 	for i, c := range closed {
 		b, err := json.Marshal(c.Event())
 		if err != nil {
-			return nil, fmt.Errorf("encode the auction-closed event of auction %d: %w", c.ID, err)
+			return fmt.Errorf("encode the auction-closed event of auction %d: %w", c.ID, err)
 		}
 		events[i] = Event{AggregateID: c.ID, Payload: b}
 	}
 	if err := s.AddEvents(ctx, topic, events); err != nil {
-		return nil, err
+		return err
 	}
-	return s.addCloseNotices(ctx, closed)
+	return s.oweCloseNotices(ctx, closed)
 }
 
-// addCloseNotices writes the notices of the closes (won, lost, sold or
-// unsold) to the outbox, in the closing transaction like their event (the
-// winner is the event's, so below the reserve nobody wins), and returns
-// them.
-func (s *Store) addCloseNotices(ctx context.Context, closed []Closed) ([]bidgate.Notice, error) {
+// oweCloseNotices records that closes owe their notices (won, lost, sold
+// or unsold), with their events' winners: below the reserve nobody wins.
+func (s *Store) oweCloseNotices(ctx context.Context, closed []Closed) error {
 	if len(closed) == 0 {
-		return nil, nil
+		return nil
 	}
 	ids, winners := make([]int64, len(closed)), make([]int64, len(closed))
 	prices, at := make([]decimal.Decimal, len(closed)), make([]time.Time, len(closed))
@@ -90,20 +89,10 @@ func (s *Store) addCloseNotices(ctx context.Context, closed []Closed) ([]bidgate
 			winners[i] = *e.WinnerID
 		}
 	}
-	rows, err := s.DB.Query(ctx, insertCloseNoticesSQL, ids, winners, prices, at)
-	if err != nil {
-		return nil, fmt.Errorf("add the notices of %d closed auctions: %w", len(closed), err)
+	if _, err := s.DB.Exec(ctx, addCloseNoticesSQL, ids, winners, prices, at); err != nil {
+		return fmt.Errorf("record the notices owed by %d closed auctions: %w", len(closed), err)
 	}
-	notices, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (bidgate.Notice, error) {
-		var n bidgate.Notice
-		err := row.Scan(&n.ID, &n.UserID, &n.Type, &n.AuctionID, &n.Title, &n.Price, &n.MaxAmount, &n.At)
-		n.At = n.At.UTC()
-		return n, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("add the notices of %d closed auctions: %w", len(closed), err)
-	}
-	return notices, nil
+	return nil
 }
 
 // CloseDueCold closes up to limit cold auctions whose end has passed by the

@@ -19,6 +19,8 @@
 //	          earlier entries replicated (WaitReplicated)
 //
 // and its state updates go out on the sharded channel auction:{id}:updates.
+// A user's notices go out on user:{id}:notices, and user:{id}:listening
+// (expiring) says they are connected to /ws/me somewhere.
 //
 // Amounts are integer cents and times Unix microseconds of Redis TIME.
 package redisstore

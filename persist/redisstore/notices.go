@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"bidgate"
 )
@@ -47,4 +50,54 @@ func (s *Store) PublishNotices(ctx context.Context, notices []bidgate.Notice) er
 		return fmt.Errorf("publish %d notices: %w", len(notices), err)
 	}
 	return nil
+}
+
+// ListeningTTL is how long a user counts as listening on /ws/me after a
+// node last said so; a node with their connection says so every third of
+// it, so a user who left stops counting within ListeningTTL.
+const ListeningTTL = 60 * time.Second
+
+// listeningKey marks user id as connected to /ws/me on some node. It shares
+// the notice channel's hash tag.
+func listeningKey(user int64) string {
+	return "user:{" + strconv.FormatInt(user, 10) + "}:listening"
+}
+
+// MarkListening records, for ListeningTTL, that users are connected to
+// /ws/me (on this node: each node marks its own).
+func (s *Store) MarkListening(ctx context.Context, users ...int64) error {
+	if len(users) == 0 {
+		return nil
+	}
+	pipe := s.rdb.Pipeline()
+	for _, u := range users {
+		pipe.Set(ctx, listeningKey(u), 1, ListeningTTL)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("mark %d users listening: %w", len(users), err)
+	}
+	return nil
+}
+
+// Listening says which of users were connected to /ws/me within the last
+// ListeningTTL, so that their notices can go first.
+func (s *Store) Listening(ctx context.Context, users []int64) (map[int64]bool, error) {
+	if len(users) == 0 {
+		return nil, nil
+	}
+	pipe := s.rdb.Pipeline()
+	replies := make([]*redis.IntCmd, len(users))
+	for i, u := range users {
+		replies[i] = pipe.Exists(ctx, listeningKey(u))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("ask whether %d users listen: %w", len(users), err)
+	}
+	out := make(map[int64]bool)
+	for i, r := range replies {
+		if r.Val() > 0 {
+			out[users[i]] = true
+		}
+	}
+	return out, nil
 }
