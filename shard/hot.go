@@ -12,9 +12,9 @@ import (
 )
 
 // hot serializes bids of hot auctions in Redis: a bid is handed once, to
-// its auction's batcher, whose goroutine takes the batch's tokens and then
-// decides the batch in one script call (which also publishes the new
-// state).
+// its auction's batcher, whose goroutine decides the batch in one script
+// call (which also publishes the new state, and on a single Redis server
+// takes the bidders' tokens first).
 type hot struct {
 	rs      *redisstore.Store
 	db      pgstore.Querier
@@ -48,10 +48,18 @@ func (h *hot) placeBid(ctx context.Context, r bidgate.BidRequest, limited bool) 
 
 // runBatch is the batcher's call for the waiting bids of one auction: the
 // bidders' token buckets, then one script run for the bids they allow,
-// loading the state from PostgreSQL first if Redis lacks it.
+// loading the state from PostgreSQL first if Redis lacks it. On a single
+// Redis server the script takes the tokens itself: one round trip.
 func (h *hot) runBatch(ctx context.Context, auctionID int64, reqs []hotRequest) ([]hotOutcome, error) {
 	out := make([]hotOutcome, len(reqs))
-	if err := h.takeTokens(ctx, reqs, out); err != nil {
+	var limit redisstore.Limit
+	if !h.limiter.off() && h.rs.Together() {
+		// One round trip: the script takes the tokens too.
+		limit = redisstore.Limit{Rate: h.limiter.rate, Burst: h.limiter.burst, Take: make([]bool, len(reqs))}
+		for i, r := range reqs {
+			limit.Take[i] = h.takes(r)
+		}
+	} else if err := h.takeTokens(ctx, reqs, out); err != nil {
 		return nil, err
 	}
 	allowed := make([]bidgate.BidRequest, 0, len(reqs))
@@ -64,10 +72,10 @@ func (h *hot) runBatch(ctx context.Context, auctionID int64, reqs []hotRequest) 
 		return out, nil
 	}
 	start := time.Now()
-	sum, decided, err := h.rs.DecideBids(ctx, auctionID, allowed)
+	sum, decided, err := h.rs.DecideLimitedBids(ctx, auctionID, allowed, limit)
 	if errors.Is(err, redisstore.ErrNoState) {
 		if err = h.load(ctx, auctionID); err == nil {
-			sum, decided, err = h.rs.DecideBids(ctx, auctionID, allowed)
+			sum, decided, err = h.rs.DecideLimitedBids(ctx, auctionID, allowed, limit)
 		}
 	}
 	h.metrics.scriptDuration.Observe(time.Since(start).Seconds())
@@ -93,9 +101,9 @@ func (h *hot) runBatch(ctx context.Context, auctionID int64, reqs []hotRequest) 
 	return out, nil
 }
 
-// takeTokens refuses, in out, the bids whose bidders are over their rate.
-// A bid the price cache refuses takes no token: the script refuses it too
-// (or answers it as the replay it is).
+// takeTokens refuses, in out, the bids whose bidders are over their rate,
+// in a round trip of its own (on a Redis Cluster: the buckets live in
+// their lanes' slots).
 func (h *hot) takeTokens(ctx context.Context, reqs []hotRequest, out []hotOutcome) error {
 	if h.limiter.off() {
 		return nil
@@ -103,7 +111,7 @@ func (h *hot) takeTokens(ctx context.Context, reqs []hotRequest, out []hotOutcom
 	var bidders []int64
 	var at []int
 	for i, r := range reqs {
-		if !r.limited && h.cache.refuses(r.BidRequest) == nil {
+		if h.takes(r) {
 			bidders, at = append(bidders, r.BidderID), append(at, i)
 		}
 	}
@@ -120,6 +128,13 @@ func (h *hot) takeTokens(ctx context.Context, reqs []hotRequest, out []hotOutcom
 		}
 	}
 	return nil
+}
+
+// takes says whether r takes a token: not when it took one already, nor
+// when the price cache refuses it (the script refuses it too, or answers
+// it as the replay it is).
+func (h *hot) takes(r hotRequest) bool {
+	return !r.limited && h.cache.refuses(r.BidRequest) == nil
 }
 
 // load copies a hot auction from PostgreSQL into Redis unless Redis already

@@ -17,7 +17,7 @@ import (
 var (
 	//go:embed lua/bid_batch.lua
 	bidBatchLua    string
-	bidBatchScript = redis.NewScript(bidBatchLua)
+	bidBatchScript = redis.NewScript(bucketLua + bidBatchLua)
 )
 
 // ErrNoState says Redis has no state for the auction: the caller loads it
@@ -47,13 +47,46 @@ type Decision struct {
 // also publishes the new state on the auction's channel. It fails with
 // ErrNoState when Redis lacks the auction.
 func (s *Store) DecideBids(ctx context.Context, auctionID int64, reqs []bidgate.BidRequest) (Summary, []Decision, error) {
+	return s.DecideLimitedBids(ctx, auctionID, reqs, Limit{})
+}
+
+// Limit is the token buckets a batch takes from in its own script call:
+// one token for each bid whose Take is true, refilled at Rate per second up
+// to Burst. Only where Together says so.
+type Limit struct {
+	Rate  float64
+	Burst int
+	Take  []bool // by bid; nil: none
+}
+
+// Together says whether a batch can take its bidders' tokens in its own
+// script call (DecideLimitedBids with a Limit): on a single Redis server,
+// where a script may use keys of any slot. On a Cluster the buckets live in
+// their lanes' slots, and TakeTokens is a round trip of its own.
+func (s *Store) Together() bool {
+	_, single := s.rdb.(*redis.Client)
+	return single
+}
+
+// DecideLimitedBids is DecideBids taking, first, a token from the bucket of
+// each bidder limit.Take names: a bid whose bidder is over their rate is
+// refused (a *bidgate.RateLimitedError) and nothing else is done for it.
+// One round trip for the tokens and the decisions.
+func (s *Store) DecideLimitedBids(ctx context.Context, auctionID int64, reqs []bidgate.BidRequest, limit Limit) (Summary, []Decision, error) {
 	k := KeysOf(auctionID)
-	args := make([]any, 2, 2+4*len(reqs))
+	keys := []string{k.State, k.Reqs, k.Log, k.Aliases}
+	args := make([]any, 4, 4+5*len(reqs))
 	args[0], args[1] = Channel(auctionID), strconv.FormatInt(auctionID, 10)
-	for _, r := range reqs {
-		args = append(args, r.RequestID.String(), strconv.FormatInt(r.BidderID, 10), bidgate.Cents(r.Amount), string(r.Kind()))
+	args[2], args[3] = strconv.FormatFloat(limit.Rate, 'f', -1, 64), limit.Burst
+	for i, r := range reqs {
+		bucket := 0
+		if limit.Take != nil && limit.Take[i] {
+			keys = append(keys, bucketKey(r.BidderID))
+			bucket = len(keys) - 4
+		}
+		args = append(args, r.RequestID.String(), strconv.FormatInt(r.BidderID, 10), bidgate.Cents(r.Amount), string(r.Kind()), bucket)
 	}
-	v, err := s.runDecision(ctx, bidBatchScript, []string{k.State, k.Reqs, k.Log, k.Aliases}, args...)
+	v, err := s.runDecision(ctx, bidBatchScript, keys, args...)
 	if err != nil {
 		return Summary{}, nil, unavailable(fmt.Errorf("hot bids on auction %d: %w", auctionID, err))
 	}
@@ -104,15 +137,16 @@ func parseSummary(v any) (Summary, error) {
 
 // Result codes of bid_batch.lua.
 const (
-	codeAccepted       = 1 // {1, seq, at_us, end_us, amount, leading, price}
-	codeReplayed       = 2 // {2, seq, at_us, end_us, amount, leading, price}
-	codeKeyReused      = 3 // {3}
-	codeTooLow         = 4 // {4, price, inc}
-	codeClosed         = 5 // {5}
-	codeSelfBidding    = 6 // {6}
-	codeAlreadyLeading = 7 // {7}
-	codeMaxNotRaised   = 8 // {8}
-	codeUnavailable    = 9 // {9}, buy_now.lua only
+	codeAccepted       = 1  // {1, seq, at_us, end_us, amount, leading, price}
+	codeReplayed       = 2  // {2, seq, at_us, end_us, amount, leading, price}
+	codeKeyReused      = 3  // {3}
+	codeTooLow         = 4  // {4, price, inc}
+	codeClosed         = 5  // {5}
+	codeSelfBidding    = 6  // {6}
+	codeAlreadyLeading = 7  // {7}
+	codeMaxNotRaised   = 8  // {8}
+	codeUnavailable    = 9  // {9}, buy_now.lua only
+	codeRateLimited    = 10 // {10, wait_ms}
 )
 
 func parseDecision(v any, r bidgate.BidRequest) (Decision, error) {
@@ -153,6 +187,8 @@ func parseDecision(v any, r bidgate.BidRequest) (Decision, error) {
 		return Decision{Err: bidgate.ErrMaxNotRaised}, nil
 	case nums[0] == codeUnavailable:
 		return Decision{Err: bidgate.ErrBuyNowUnavailable}, nil
+	case nums[0] == codeRateLimited && len(a) == 2:
+		return Decision{Err: &bidgate.RateLimitedError{RetryAfter: time.Duration(nums[1]) * time.Millisecond}}, nil
 	}
 	return Decision{}, fmt.Errorf("bad result %v", v)
 }

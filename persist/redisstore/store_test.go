@@ -138,3 +138,46 @@ func TestBatchAliases(t *testing.T) {
 		}
 	}
 }
+
+// A batch that takes its bidders' tokens in its own script call (a single
+// Redis server) refuses a bid over its bidder's rate and does nothing else
+// for it; the buckets are the ones TakeTokens takes from.
+func TestDecideLimitedBids(t *testing.T) {
+	rs := redisstore.New(testredis.Client(t))
+	if !rs.Together() {
+		t.Fatal("a single Redis server should take tokens in the batch's script")
+	}
+	a := scratch(t, rs)
+	x, y, z := time.Now().UnixNano()%1e12+1e12, time.Now().UnixNano()%1e12+2e12, time.Now().UnixNano()%1e12+3e12
+	bid := func(bidder int64, amount string) bidgate.BidRequest {
+		return bidgate.BidRequest{AuctionID: a.ID, BidderID: bidder, Amount: decimal.RequireFromString(amount), RequestID: uuid.New()}
+	}
+	reqs := []bidgate.BidRequest{bid(x, "101"), bid(y, "102"), bid(x, "103"), bid(y, "104"), bid(x, "105"), bid(z, "106")}
+	// z takes no token (one taken already, say).
+	limit := redisstore.Limit{Rate: 0.5, Burst: 2, Take: []bool{true, true, true, true, true, false}}
+	sum, out, err := rs.DecideLimitedBids(ctx, a.ID, reqs, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range out {
+		var limited *bidgate.RateLimitedError
+		switch {
+		case i == 4: // x's third: over the burst
+			if !errors.As(d.Err, &limited) || limited.RetryAfter < time.Second || limited.RetryAfter > 2*time.Second {
+				t.Fatalf("bid %d: %+v, want rate limited for about 2s", i, d)
+			}
+		case d.Err != nil || !d.Result.Leading:
+			t.Fatalf("bid %d: %+v, want accepted", i, d)
+		}
+	}
+	if sum.Seq != 5 || sum.PriceCents != 10600 {
+		t.Fatalf("summary %+v, want 5 rows at 106.00 (the limited bid did nothing)", sum)
+	}
+	waits, err := rs.TakeTokens(ctx, 0.5, 2, []int64{x, y, z})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waits[0] == 0 || waits[1] == 0 || waits[2] != 0 {
+		t.Fatalf("TakeTokens after the batch: waits %v, want x's and y's buckets empty, z's full", waits)
+	}
+}

@@ -11,9 +11,11 @@ import (
 )
 
 var (
+	//go:embed lua/bucket.lua
+	bucketLua string
 	//go:embed lua/token_bucket.lua
 	tokenBucketLua    string
-	tokenBucketScript = redis.NewScript(tokenBucketLua)
+	tokenBucketScript = redis.NewScript(bucketLua + tokenBucketLua)
 )
 
 // Lanes spread bidders' token buckets over hash tags: one script call takes

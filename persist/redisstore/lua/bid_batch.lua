@@ -13,9 +13,15 @@
 --                                          after those before (one HGET per
 --                                          accepted bid, HLEN + HSET for a
 --                                          new bidder)
--- ARGV[1] the auction's state-update channel, ARGV[2] its id, then per bid
---         request id, bidder id, value in cents, kind ('straight' or
---         'proxy'; a proxy bid's value is its maximum).
+-- KEYS[5...] bidders' token buckets (ratelimit:{lane}:<bidder>), when the
+--         batch takes its tokens here: only on a single Redis server, where
+--         they may be in other slots (take_token: bucket.lua)
+-- ARGV[1] the auction's state-update channel, ARGV[2] its id, ARGV[3] and
+--         ARGV[4] the buckets' rate (tokens per second) and burst, then per
+--         bid request id, bidder id, value in cents, kind ('straight' or
+--         'proxy'; a proxy bid's value is its maximum), and its bucket: k
+--         for KEYS[4 + k], 0 to take no token (one taken already, or a bid
+--         the caller knows is refused).
 --
 -- The rules are cold_bid.sql's (README "Auction rules"): the leader's
 -- proxy raises their maximum; a higher value leads; a value up to the
@@ -45,6 +51,7 @@
 --   {6}                          the seller's own bid
 --   {7}                          the leader's straight bid
 --   {8}                          the leader's proxy bid not above their maximum
+--   {10, wait_ms}                the bidder is over their rate (nothing else done)
 -- or {0} when the state is missing (the caller loads it and retries).
 
 local function int(n) return string.format('%d', n) end
@@ -85,9 +92,10 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
-local n = (#ARGV - 2) / 4
+local rate, burst = tonumber(ARGV[3]), tonumber(ARGV[4])
+local n = (#ARGV - 4) / 5
 local ids = {}
-for i = 1, n do ids[i] = ARGV[4 * i - 1] end
+for i = 1, n do ids[i] = ARGV[5 * i] end
 local known = redis.call('HMGET', KEYS[2], unpack(ids))
 
 local fresh = {}   -- request ids accepted in this batch
@@ -113,9 +121,16 @@ local function add_row(id, bidder, amount, kind, max, outbid, outbid_max)
 end
 
 for i = 1, n do
-  local id, bidder, value, kind = ids[i], ARGV[4 * i], tonumber(ARGV[4 * i + 1]), ARGV[4 * i + 2]
+  local id, bidder, value, kind = ids[i], ARGV[5 * i + 1], tonumber(ARGV[5 * i + 2]), ARGV[5 * i + 3]
+  local bucket = tonumber(ARGV[5 * i + 4])
+  local wait = 0
+  if bucket > 0 then
+    wait = take_token(KEYS[4 + bucket], rate, burst, now)
+  end
   local prior = known[i] or fresh[id]
-  if prior then
+  if wait > 0 then
+    out[i + 1] = {10, wait}
+  elseif prior then
     local pseq, pat, pend, pbidder, pamount, pkind, pmax, plead, pprice =
       string.match(prior, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|([%a_]+)|(%d+)|(%d)|(%d+)$')
     if not pseq then -- the short form: a straight bid that led
