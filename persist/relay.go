@@ -220,7 +220,7 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 			if b.Seq <= v.Persisted {
 				continue // already in PostgreSQL
 			}
-			m, err := bidMessage(b, r.cfg.Signer)
+			m, err := bidMessage(b)
 			if err != nil {
 				return 0, err
 			}
@@ -238,6 +238,7 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 		}
 	}
 	if len(msgs) > 0 {
+		r.cfg.Signer.SignBatch(msgs, bidgate.TopicBidAccepted)
 		if err := r.w.WriteMessages(ctx, msgs...); err != nil {
 			return 0, fmt.Errorf("produce %d bids: %w", len(msgs), err)
 		}
@@ -449,15 +450,14 @@ func (r *Relay) tell(ctx context.Context, outbid []bidgate.BidAccepted) {
 // maxTitles bounds the relay's title cache; past it, it starts over.
 const maxTitles = 10000
 
-// bidMessage is a signed bid-accepted message keyed by auction id.
-func bidMessage(b bidgate.BidAccepted, signer *pkafka.Signer) (kafka.Message, error) {
+// bidMessage is a bid-accepted message keyed by auction id, to be signed
+// with its batch.
+func bidMessage(b bidgate.BidAccepted) (kafka.Message, error) {
 	v, err := json.Marshal(b)
 	if err != nil {
 		return kafka.Message{}, err
 	}
-	m := kafka.Message{Key: []byte(strconv.FormatInt(b.AuctionID, 10)), Value: v}
-	signer.Sign(&m, bidgate.TopicBidAccepted)
-	return m, nil
+	return kafka.Message{Key: []byte(strconv.FormatInt(b.AuctionID, 10)), Value: v}, nil
 }
 
 type relayMetrics struct {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	kafkago "github.com/segmentio/kafka-go"
 )
 
@@ -97,7 +98,13 @@ func EncodePublicKey(pub ed25519.PublicKey) string { return base64.StdEncoding.E
 // *Verifier accepts every message (an insecure cluster).
 type Verifier struct {
 	keys map[string]ed25519.PublicKey // by KeyID
+	// roots are batch signatures verified already, so that the other
+	// messages of a batch cost their path only.
+	roots *lru.Cache[string, bool]
 }
+
+// verifiedRoots bounds Verifier.roots: batches in flight at once.
+const verifiedRoots = 4096
 
 // NewVerifier accepts signatures by any of keys (several during a
 // rotation); it needs at least one.
@@ -105,7 +112,11 @@ func NewVerifier(keys ...ed25519.PublicKey) (*Verifier, error) {
 	if len(keys) == 0 {
 		return nil, errors.New("no event-verifying key")
 	}
-	v := &Verifier{keys: make(map[string]ed25519.PublicKey, len(keys))}
+	roots, err := lru.New[string, bool](verifiedRoots)
+	if err != nil {
+		return nil, err
+	}
+	v := &Verifier{keys: make(map[string]ed25519.PublicKey, len(keys)), roots: roots}
 	for _, k := range keys {
 		v.keys[KeyID(k)] = k
 	}
@@ -113,16 +124,21 @@ func NewVerifier(keys ...ed25519.PublicKey) (*Verifier, error) {
 }
 
 // Verify reports whether m carries a signature by one of v's keys over
-// its topic, key and value.
+// its topic, key and value: its own (Sign) or its batch's (SignBatch).
+// It is safe for concurrent use.
 func (v *Verifier) Verify(m kafkago.Message) bool {
 	if v == nil {
 		return true
 	}
-	var sig, id []byte
+	var sig, batchSig, proof, id []byte
 	for _, h := range m.Headers {
 		switch h.Key {
 		case SignatureHeader:
 			sig = h.Value
+		case BatchSignatureHeader:
+			batchSig = h.Value
+		case BatchProofHeader:
+			proof = h.Value
 		case KeyIDHeader:
 			id = h.Value
 		}
@@ -131,9 +147,32 @@ func (v *Verifier) Verify(m kafkago.Message) bool {
 	if !ok {
 		return false
 	}
+	if proof != nil {
+		return v.verifyBatch(key, m, batchSig, string(proof))
+	}
 	raw, err := base64.StdEncoding.DecodeString(string(sig))
 	if err != nil || len(raw) != ed25519.SignatureSize {
 		return false
 	}
 	return ed25519.Verify(key, SignedBytes(m.Topic, m.Key, m.Value), raw)
+}
+
+// verifyBatch checks m's path to its batch's root, and the root's
+// signature unless it was verified before.
+func (v *Verifier) verifyBatch(key ed25519.PublicKey, m kafkago.Message, sig []byte, proof string) bool {
+	root, size, err := batchRoot(m, proof)
+	if err != nil {
+		return false
+	}
+	signed := BatchSignedBytes(size, root)
+	seen := string(key) + string(sig) + string(signed)
+	if v.roots.Contains(seen) {
+		return true
+	}
+	raw, err := base64.StdEncoding.DecodeString(string(sig))
+	if err != nil || len(raw) != ed25519.SignatureSize || !ed25519.Verify(key, signed, raw) {
+		return false
+	}
+	v.roots.Add(seen, true)
+	return true
 }
