@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"bidgate"
@@ -78,4 +80,66 @@ WHERE topic = $1 AND payload->>'type' = 'outbid' AND (payload->>'auctionId')::bi
 		t.Fatal(err)
 	}
 	return out
+}
+
+// StoredNotices answers exactly the stored ones among the ids asked, and
+// asks the index once per id: a batch of a thousand ids against a table
+// the planner has no statistics of (a young one, or autovacuum off) must
+// not become a sequential scan, which took seconds per batch under load.
+func TestStoredNoticesProbesTheIndex(t *testing.T) {
+	ctx := context.Background()
+	db, _ := testdb.New(t, 4)
+	s := &pgstore.Store{DB: db}
+	const stored = 20_000
+	if _, err := db.Exec(ctx, `INSERT INTO notification (id, user_id, type, auction_id, title, price, at)
+SELECT 'outbid-probe-' || i, i, 'outbid', 1, 'lot', 1.00, clock_timestamp() FROM generate_series(1, $1) i`, stored); err != nil {
+		t.Fatal(err)
+	}
+	idsOf := func(from, to int) []string {
+		var ids []string
+		for i := from; i <= to; i++ {
+			ids = append(ids, fmt.Sprintf("outbid-probe-%d", i))
+		}
+		return ids
+	}
+	for _, tc := range []struct {
+		name string
+		ids  []string
+		want int
+	}{
+		{"none asked", nil, 0},
+		{"none stored", idsOf(stored+1, stored+50), 0},
+		{"all stored", idsOf(1, 1000), 1000},
+		{"some stored", idsOf(stored-499, stored+500), 500},
+		{"asked twice", append(idsOf(1, 3), idsOf(1, 3)...), 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			known, err := s.StoredNotices(ctx, tc.ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(known) != tc.want {
+				t.Fatalf("%d known, want %d", len(known), tc.want)
+			}
+			for id := range known {
+				if !slices.Contains(tc.ids, id) {
+					t.Fatalf("%s known but not asked", id)
+				}
+			}
+		})
+	}
+	rows, err := db.Query(ctx, "EXPLAIN "+pgstore.StoredNoticesSQL, idsOf(1, 1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if joined := strings.Join(lines, "\n"); strings.Contains(joined, "Seq Scan on notification") || !strings.Contains(joined, "notification_id_key") {
+		for i, l := range lines {
+			lines[i] = l[:min(len(l), 120)] // not the thousand ids
+		}
+		t.Fatalf("the look-up does not probe notification's id index:\n%s", strings.Join(lines, "\n"))
+	}
 }
