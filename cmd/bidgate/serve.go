@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"bidgate/gateway"
+	"bidgate/internal/settings"
 	"bidgate/persist/kafka"
 	"bidgate/persist/pgstore"
 	"bidgate/ring"
@@ -60,6 +61,7 @@ func serve(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
+	log.Debug("garbage collection target", "gc_percent", settings.TuneGC())
 	if cfg.Cluster.Insecure {
 		log.Warn("--insecure-cluster: gossip and Kafka messages are not authenticated when no cluster key, secret or event-signing key is given; any process that reaches the gossip port may join (development only)")
 	}
