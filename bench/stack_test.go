@@ -62,12 +62,7 @@ type stack struct {
 // /readyz and stops it (SIGTERM, then a bounded wait) when the test ends.
 func startStack(t *testing.T) stack {
 	t.Helper()
-	goBin := testenv.Need(t, "go")
-	bin := filepath.Join(t.TempDir(), "bidgate")
-	build := exec.Command(goBin, "build", "-o", bin, "bidgate/cmd/bidgate")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build bidgate: %v\n%s", err, out)
-	}
+	bin := buildBidgate(t)
 	_ = testredis.Client(t) // fails the test clearly when Redis is not there
 	_, dbURL := testdb.New(t, 2)
 	// The node's dev key, made here so that the harness has it too.
@@ -139,6 +134,19 @@ func startStack(t *testing.T) stack {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return stack{base: base, dbURL: dbURL, metrics: "http://" + admin + "/metrics", key: key}
+}
+
+// buildBidgate builds the real binary with the go on PATH (the build
+// cache makes a second build a link).
+func buildBidgate(t *testing.T) string {
+	t.Helper()
+	goBin := testenv.Need(t, "go")
+	bin := filepath.Join(t.TempDir(), "bidgate")
+	build := exec.Command(goBin, "build", "-o", bin, "bidgate/cmd/bidgate")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build bidgate: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // testWriter sends the harness's notes to the test log.

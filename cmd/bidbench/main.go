@@ -25,8 +25,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -63,6 +66,7 @@ func main() {
 		os.Exit(2)
 	}
 	scenario, args := os.Args[1], os.Args[2:]
+	settings.TuneGC() // the generator and the floor, as bidgate's nodes
 	switch scenario {
 	case "-h", "--help", "help":
 		fmt.Print(usage)
@@ -102,6 +106,14 @@ type invocation struct {
 	records    bool
 	quiet      bool
 	cpuProfile string
+	compare    compare
+}
+
+// compare is --compare-nodes: the scenario on clusters bidbench starts.
+type compare struct {
+	nodes    string // cluster sizes, comma-separated; "" runs on --targets
+	bidgate  string // the bidgate binary
+	basePort int
 }
 
 // parse reads the flags (and the environment) of a scenario.
@@ -145,6 +157,13 @@ func (inv *invocation) registerTargets(fs *settings.FlagSet) {
 	opt := &inv.opt
 	if inv.scenario != "limits" {
 		fs.StringVar(&opt.Targets, "targets", opt.Targets, "bidgate node base URLs, comma-separated (loopback only), e.g. http://127.0.0.1:8080,http://127.0.0.1:8081")
+	}
+	switch inv.scenario {
+	case "flash-sale", "hot-max", "cold-max":
+		fs.StringVar(&inv.compare.nodes, "compare-nodes", "", "run the scenario once per cluster size given (e.g. 1,3) on a bidgate dev cluster bidbench starts and stops itself "+
+			"(on --postgres-url and --redis-addrs, trusting --key), instead of on --targets, and print the runs side by side: CPU per decided bid for bidgate and Redis, rates, latency")
+		fs.StringVar(&inv.compare.bidgate, "bidgate", "bidgate", "--compare-nodes: the bidgate binary (a path, or a name looked up in PATH)")
+		fs.IntVar(&inv.compare.basePort, "compare-base-port", 38080, "--compare-nodes: the clusters' base port (bidgate dev --base-port; the broker on base+400)")
 	}
 	switch inv.scenario {
 	case "flash-sale", "hot-max", "cold-max", "reads", "browse":
@@ -304,18 +323,14 @@ func (inv *invocation) run(ctx context.Context) int {
 		}
 		defer stop()
 	}
-	e, err := bench.NewEnv(ctx, inv.opt)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bidbench:", err)
-		return 1
+	if inv.compare.nodes != "" {
+		return inv.runCompared(ctx)
 	}
-	defer e.Close()
-	res, err := inv.play(ctx, e)
+	res, err := inv.playOnce(ctx, inv.opt, inv.out)
 	if res == nil {
 		fmt.Fprintln(os.Stderr, "bidbench:", err)
 		return 1
 	}
-	inv.report(res)
 	switch {
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "bidbench:", err)
@@ -327,14 +342,97 @@ func (inv *invocation) run(ctx context.Context) int {
 	return 0
 }
 
-// report writes the result files and prints the text report.
-func (inv *invocation) report(res *bench.Result) {
+// playOnce connects the harness with opt, plays the scenario and reports
+// it to out; a nil result is a run that could not be played.
+func (inv *invocation) playOnce(ctx context.Context, opt bench.Options, out string) (*bench.Result, error) {
+	e, err := bench.NewEnv(ctx, opt)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	res, err := inv.play(ctx, e)
+	if res != nil {
+		inv.report(res, out, inv.scenario)
+	}
+	return res, err
+}
+
+// runCompared plays the scenario on a dev cluster of each size of
+// --compare-nodes in turn, each started for its run and stopped after it,
+// and prints the runs side by side.
+func (inv *invocation) runCompared(ctx context.Context) int {
+	sizes, err := parseSizes(inv.compare.nodes)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bidbench: --compare-nodes:", err)
+		return 2
+	}
+	bin, err := exec.LookPath(inv.compare.bidgate)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bidbench: --bidgate:", err)
+		return 2
+	}
+	var runs []bench.Compared
+	code := 0
+	for _, n := range sizes {
+		out := inv.out
+		if out != "" {
+			out = strings.TrimSuffix(out, ".json") + fmt.Sprintf("-nodes%d.json", n)
+		}
+		logPath := strings.TrimSuffix(bench.DefaultOut(fmt.Sprintf("%s-nodes%d", inv.scenario, n), time.Now()), ".json") + ".log"
+		if out != "" {
+			logPath = strings.TrimSuffix(out, ".json") + ".log"
+		}
+		fmt.Fprintf(os.Stderr, "bidbench: starting a %d-node bidgate dev cluster (log %s)\n", n, logPath)
+		c, err := bench.StartDevCluster(ctx, bin, n, inv.compare.basePort, inv.opt, logPath)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bidbench:", err)
+			return 1
+		}
+		opt := inv.opt
+		opt.Targets, opt.Metrics = c.Targets, ""
+		res, err := inv.playOnce(ctx, opt, out)
+		if stopErr := c.Stop(); stopErr != nil {
+			fmt.Fprintln(os.Stderr, "bidbench:", stopErr)
+		}
+		if res == nil {
+			fmt.Fprintln(os.Stderr, "bidbench:", err)
+			return 1
+		}
+		if err != nil || !res.Passed() {
+			fmt.Fprintf(os.Stderr, "bidbench: the %d-node run failed: %v, %d check(s) failed\n", n, err, len(res.Failed()))
+			code = 1
+		}
+		runs = append(runs, bench.Compared{Nodes: n, Result: res})
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	bench.WriteComparison(os.Stdout, runs)
+	return code
+}
+
+// parseSizes reads cluster sizes: "1,3".
+func parseSizes(s string) ([]int, error) {
+	var sizes []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 9 {
+			return nil, fmt.Errorf("%q is not a cluster size (1-9)", f)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes, nil
+}
+
+// report writes the result files to out (default bench-results/) and
+// prints the text report.
+func (inv *invocation) report(res *bench.Result, out, scenario string) {
 	if res.Finished.IsZero() {
 		res.Finished = time.Now()
 	}
-	path := inv.out
+	path := out
 	if path == "" {
-		path = bench.DefaultOut(inv.scenario, res.Started)
+		path = bench.DefaultOut(scenario, res.Started)
 	}
 	if err := bench.WriteOutputs(res, path, inv.records); err != nil {
 		fmt.Fprintln(os.Stderr, "bidbench:", err)

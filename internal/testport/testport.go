@@ -55,6 +55,49 @@ func Next() (int, error) {
 	return 0, fmt.Errorf("no free loopback port found in %d-%d", low, high-1)
 }
 
+// Base returns a port p such that p+o is free, and not handed out before,
+// for every offset o: a server that lays its ports out from one base
+// (bidgate dev: the API at base, the internal endpoint at base+100, ...).
+func Base(tb testing.TB, offsets ...int) int {
+	tb.Helper()
+	high := ephemeralStart()
+	top := 0
+	for _, o := range offsets {
+		top = max(top, o)
+	}
+	if high-top-low < 2000 {
+		tb.Fatalf("the ephemeral port range starts at %d: too little room below it for offsets up to %d", high, top)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for range 200 {
+		base := low + rand.IntN(high-top-low)
+		ok := true
+		for _, o := range offsets {
+			if used[base+o] {
+				ok = false
+				break
+			}
+			free, err := probe(base + o)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			if !free {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			for _, o := range offsets {
+				used[base+o] = true
+			}
+			return base
+		}
+	}
+	tb.Fatalf("no base port in %d-%d with offsets %v free", low, high-top-1, offsets)
+	return 0
+}
+
 // Free is Next for a test: it fails tb when there is no port to give.
 func Free(tb testing.TB) int {
 	tb.Helper()

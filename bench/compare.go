@@ -1,0 +1,164 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// DevCluster is a `bidgate dev` cluster that bidbench started itself, to
+// run the same load on clusters of different sizes (--compare-nodes).
+type DevCluster struct {
+	Nodes   int
+	Targets string // the nodes' base URLs, comma-separated
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	err     error // the process's exit, once exited is closed
+}
+
+// Bounds on a compared cluster's start and stop.
+const (
+	devReadyTimeout = 90 * time.Second
+	devStopTimeout  = 30 * time.Second
+)
+
+// StartDevCluster runs `bin dev --nodes n` on loopback, its nodes' API
+// ports from basePort (the broker on basePort+400), on the stores of opt
+// and trusting opt.KeyFile, with its output in logPath; it returns once
+// every node answers /readyz, or an error (the process stopped).
+func StartDevCluster(ctx context.Context, bin string, nodes, basePort int, opt Options, logPath string) (*DevCluster, error) {
+	if nodes < 1 || basePort < 1024 || basePort+400 > 65535 {
+		return nil, fmt.Errorf("dev cluster: %d nodes from port %d: out of range", nodes, basePort)
+	}
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return nil, fmt.Errorf("dev cluster log: %w", err)
+	}
+	log, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("dev cluster log: %w", err)
+	}
+	args := []string{"dev", "--nodes", strconv.Itoa(nodes), "--base-port", strconv.Itoa(basePort),
+		"--kafka-embedded-port", strconv.Itoa(basePort + 400),
+		"--postgres-url", opt.PostgresURL, "--redis-addrs", opt.RedisAddrs, "--dev-key", opt.KeyFile}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if opt.RedisPassword != "" {
+		cmd.Env = append(os.Environ(), "BIDGATE_REDIS_PASSWORD="+opt.RedisPassword)
+	}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("start %s dev: %w", bin, err)
+	}
+	c := &DevCluster{Nodes: nodes, cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		c.err = cmd.Wait()
+		log.Close()
+		close(c.exited)
+	}()
+	var bases []string
+	for i := range nodes {
+		bases = append(bases, "http://127.0.0.1:"+strconv.Itoa(basePort+i))
+	}
+	c.Targets = strings.Join(bases, ",")
+	if err := c.awaitReady(ctx, bases); err != nil {
+		return nil, errors.Join(err, c.Stop())
+	}
+	return c, nil
+}
+
+// awaitReady polls every node's /readyz until it answers 200.
+func (c *DevCluster) awaitReady(ctx context.Context, bases []string) error {
+	ctx, cancel := context.WithTimeout(ctx, devReadyTimeout)
+	defer cancel()
+	client := loopbackHTTPClient()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for _, base := range bases {
+		for {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
+			if err != nil {
+				return err
+			}
+			if resp, err := client.Do(req); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+			select {
+			case <-c.exited:
+				return fmt.Errorf("dev cluster of %d exited before %s was ready: %v", c.Nodes, base, c.err)
+			case <-ctx.Done():
+				return fmt.Errorf("dev cluster of %d: %s not ready: %w", c.Nodes, base, ctx.Err())
+			case <-tick.C:
+			}
+		}
+	}
+	return nil
+}
+
+// Stop ends the cluster as Ctrl-C does (bidgate dev stops its nodes and
+// broker), and kills it if it has not exited in time.
+func (c *DevCluster) Stop() error {
+	if err := c.cmd.Process.Signal(os.Interrupt); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("stop dev cluster: %w", err)
+	}
+	select {
+	case <-c.exited:
+		return nil
+	case <-time.After(devStopTimeout):
+	}
+	if err := c.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("kill dev cluster: %w", err)
+	}
+	<-c.exited
+	return fmt.Errorf("dev cluster of %d did not stop within %s: killed (its nodes may be left running)", c.Nodes, devStopTimeout)
+}
+
+// Compared is one cluster size's run of a comparison.
+type Compared struct {
+	Nodes  int
+	Result *Result
+}
+
+// WriteComparison prints the runs side by side: rates, latency, and each
+// party's CPU per decided bid, with bidgate's as a ratio to the first run.
+func WriteComparison(w io.Writer, runs []Compared) {
+	fmt.Fprintln(w, "\nthe same load on each cluster size (CPU per decided bid; ratio to the first row)")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "nodes\tdecided/s\tp50 ms\tp99 ms\tbidgate µs/decided\tratio\tRedis µs/decided\tchecks failed\t")
+	var first float64
+	for i, r := range runs {
+		res := r.Result
+		cells := []string{strconv.Itoa(r.Nodes), "-", fmt.Sprintf("%.2f", res.Latency.All.P50), fmt.Sprintf("%.2f", res.Latency.All.P99), "-", "-", "-",
+			strconv.Itoa(len(res.Failed()))}
+		if c := res.CPU; c != nil {
+			if c.WallSeconds > 0 {
+				cells[1] = fmt.Sprintf("%.0f", float64(c.Decided)/c.WallSeconds)
+			}
+			if c.Server != nil && c.Decided > 0 {
+				cells[4] = fmt.Sprintf("%.1f", c.Server.UsPerDecided)
+				if i == 0 {
+					first = c.Server.UsPerDecided
+				}
+				if first > 0 {
+					cells[5] = fmt.Sprintf("%.2fx", c.Server.UsPerDecided/first)
+				}
+			}
+			if c.Redis != nil && c.Decided > 0 {
+				cells[6] = fmt.Sprintf("%.1f", c.Redis.UsPerDecided)
+			}
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	}
+	tw.Flush()
+}
