@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,10 +21,13 @@ import (
 type DevCluster struct {
 	Nodes   int
 	Targets string // the nodes' base URLs, comma-separated
+	log     string // the cluster's output
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	err     error // the process's exit, once exited is closed
 }
+
+var errExitedEarly = errors.New("status 0")
 
 // Bounds on a compared cluster's start and stop.
 const (
@@ -58,7 +62,7 @@ func StartDevCluster(ctx context.Context, bin string, nodes, basePort int, opt O
 		log.Close()
 		return nil, fmt.Errorf("start %s dev: %w", bin, err)
 	}
-	c := &DevCluster{Nodes: nodes, cmd: cmd, exited: make(chan struct{})}
+	c := &DevCluster{Nodes: nodes, log: logPath, cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		c.err = cmd.Wait()
 		log.Close()
@@ -96,7 +100,7 @@ func (c *DevCluster) awaitReady(ctx context.Context, bases []string) error {
 			}
 			select {
 			case <-c.exited:
-				return fmt.Errorf("dev cluster of %d exited before %s was ready: %v", c.Nodes, base, c.err)
+				return fmt.Errorf("dev cluster of %d exited (%v) before %s was ready: see %s", c.Nodes, cmp.Or(c.err, errExitedEarly), base, c.log)
 			case <-ctx.Done():
 				return fmt.Errorf("dev cluster of %d: %s not ready: %w", c.Nodes, base, ctx.Err())
 			case <-tick.C:
@@ -130,18 +134,30 @@ type Compared struct {
 	Result *Result
 }
 
+// measured is what a run is compared by: a flash sale's load as a whole,
+// a ramp's best step (nil CPU: none held).
+func (r Compared) measured() (*CPU, Latency) {
+	if ramp := r.Result.Ramp; ramp != nil {
+		if ramp.Best == nil {
+			return nil, Latency{}
+		}
+		return &ramp.Best.CPU, ramp.Best.Latency
+	}
+	return r.Result.CPU, r.Result.Latency.All
+}
+
 // WriteComparison prints the runs side by side: rates, latency, and each
 // party's CPU per decided bid, with bidgate's as a ratio to the first run.
 func WriteComparison(w io.Writer, runs []Compared) {
-	fmt.Fprintln(w, "\nthe same load on each cluster size (CPU per decided bid; ratio to the first row)")
+	fmt.Fprintln(w, "\nthe same load on each cluster size (a ramp: its best step; CPU per decided bid; ratio to the first row)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "nodes\tdecided/s\tp50 ms\tp99 ms\tbidgate µs/decided\tratio\tRedis µs/decided\tchecks failed\t")
 	var first float64
 	for i, r := range runs {
-		res := r.Result
-		cells := []string{strconv.Itoa(r.Nodes), "-", fmt.Sprintf("%.2f", res.Latency.All.P50), fmt.Sprintf("%.2f", res.Latency.All.P99), "-", "-", "-",
-			strconv.Itoa(len(res.Failed()))}
-		if c := res.CPU; c != nil {
+		c, lat := r.measured()
+		cells := []string{strconv.Itoa(r.Nodes), "-", fmt.Sprintf("%.2f", lat.P50), fmt.Sprintf("%.2f", lat.P99), "-", "-", "-",
+			strconv.Itoa(len(r.Result.Failed()))}
+		if c != nil {
 			if c.WallSeconds > 0 {
 				cells[1] = fmt.Sprintf("%.0f", float64(c.Decided)/c.WallSeconds)
 			}

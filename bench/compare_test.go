@@ -32,6 +32,11 @@ func TestWriteComparison(t *testing.T) {
 			{1, run(&CPUUse{UsPerDecided: 300}, &CPUUse{UsPerDecided: 70}, 25000, 36.9, false)},
 			{3, run(&CPUUse{UsPerDecided: 420}, &CPUUse{UsPerDecided: 75}, 24000, 80, true)},
 		}, []string{"1  2500  2.00  36.90  300.0  1.00x  70.0  0", "3  2400  2.00  80.00  420.0  1.40x  75.0  1"}},
+		{"a ramp's best step", []Compared{
+			{1, &Result{Ramp: &Ramp{Best: &Step{Latency: Latency{P50: 1, P99: 9},
+				CPU: CPU{WallSeconds: 5, Decided: 50000, Server: &CPUUse{UsPerDecided: 50}}}}}},
+			{3, &Result{Ramp: &Ramp{}}},
+		}, []string{"1  10000  1.00  9.00  50.0  1.00x  -  0", "3  -  0.00  0.00  -  -  -  0"}},
 		{"unmeasured", []Compared{
 			{1, run(nil, nil, 100, 5, false)},
 			{3, &Result{}},

@@ -163,7 +163,7 @@ func (inv *invocation) registerTargets(fs *settings.FlagSet) {
 		fs.StringVar(&inv.compare.nodes, "compare-nodes", "", "run the scenario once per cluster size given (e.g. 1,3) on a bidgate dev cluster bidbench starts and stops itself "+
 			"(on --postgres-url and --redis-addrs, trusting --key), instead of on --targets, and print the runs side by side: CPU per decided bid for bidgate and Redis, rates, latency")
 		fs.StringVar(&inv.compare.bidgate, "bidgate", "bidgate", "--compare-nodes: the bidgate binary (a path, or a name looked up in PATH)")
-		fs.IntVar(&inv.compare.basePort, "compare-base-port", 38080, "--compare-nodes: the clusters' base port (bidgate dev --base-port; the broker on base+400)")
+		fs.IntVar(&inv.compare.basePort, "compare-base-port", 18080, "--compare-nodes: the clusters' base port (bidgate dev --base-port; the broker on base+400): below the kernel's ephemeral range, which a client's source port may take")
 	}
 	switch inv.scenario {
 	case "flash-sale", "hot-max", "cold-max", "reads", "browse":

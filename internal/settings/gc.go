@@ -10,10 +10,11 @@ import (
 // grow to nine times what is live before a collection. Each collection
 // scans every goroutine's stack, and a node holding 2,000 /ws/me
 // connections (two goroutines each) spent 8% of its CPU on stack scans at
-// Go's default (100): in a flash sale its bids' p99 was 1.9x the run
-// without the connections at 100, 1.5x at 400, 1.0x at 800 (about 600 MB
-// resident then). The floor gets the same target, so that bidgate and
-// the floor are compared on equal terms.
+// Go's default (100). In a flash sale with those listeners its bids' p99
+// was 2.0x that of the build before notices (at Go's default) when
+// collecting at 100, 1.6x at 400, 1.1x at 800 (about 600 MB resident
+// then). The floor gets the same target, so that bidgate and the floor
+// are compared on equal terms.
 const GCPercent = 800
 
 // TuneGC applies GCPercent unless GOGC is set (the Go runtime reads it,
