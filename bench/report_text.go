@@ -83,6 +83,9 @@ func WriteText(w io.Writer, res *Result) {
 			b.FirstEnd.Format("15:04:05.000"), b.LastEnd.Format("15:04:05.000"), b.Bids)
 		fmt.Fprintf(w, "  CLOSED: %d; the last one %.2fs after the first end, %.2fs after the last end; %.0f closes/s\n",
 			b.Closed, b.AfterFirstEnd, b.AfterLastEnd, b.ClosePerSec)
+		if b.NodeCPUPerCloseUs > 0 {
+			fmt.Fprintf(w, "  bidgate CPU %.1f µs per auction closed (every node, from the first bid until the last close, the bids' included)\n", b.NodeCPUPerCloseUs)
+		}
 	}
 	if len(res.Limits) > 0 {
 		fmt.Fprintln(w, "\nlimits (bidgate's own statements called straight from Go)")

@@ -41,6 +41,9 @@ type CloseBurst struct {
 	ClosePerSec   float64      `json:"closedPerSecond"`
 	TimedOut      bool         `json:"timedOut"`
 	Timeline      []ClosePoint `json:"timeline"`
+	// NodeCPUPerCloseUs is the nodes' CPU from the first bid until the
+	// last auction was CLOSED (the bids' included), per auction closed.
+	NodeCPUPerCloseUs float64 `json:"nodeCpuUsPerClose,omitempty"`
 }
 
 // ClosePoint is one poll: seconds since the first end, auctions CLOSED.
@@ -103,6 +106,7 @@ func (e *Env) CloseBurstRun(ctx context.Context, c CloseBurstConfig) (*Result, e
 	burst.Bids = bids
 	res.LoadStart = bidStart
 
+	cpu0 := e.cpu.sample(ctx)
 	pollDone := make(chan struct{})
 	go func() {
 		defer close(pollDone)
@@ -128,6 +132,8 @@ func (e *Env) CloseBurstRun(ctx context.Context, c CloseBurstConfig) (*Result, e
 		ld.Wait()
 	})
 	<-pollDone
+	cpu := cpuBetween(cpu0, e.cpu.sample(ctx), int64(len(res.records)), decidedIn(res.records))
+	res.CPU = &cpu
 	res.Latency = Summarize(res.records, bidStart)
 
 	var minClosed, maxClosed *time.Time
@@ -142,6 +148,9 @@ func (e *Env) CloseBurstRun(ctx context.Context, c CloseBurstConfig) (*Result, e
 		if d := maxClosed.Sub(*minClosed).Seconds(); d > 0 {
 			burst.ClosePerSec = float64(burst.Closed) / d
 		}
+	}
+	if cpu.Server != nil && burst.Closed > 0 {
+		burst.NodeCPUPerCloseUs = cpu.Server.Seconds * 1e6 / float64(burst.Closed)
 	}
 	all := Check{ID: "all-closed", Invariant: 3, Name: fmt.Sprintf("close-burst: all %d auctions CLOSED within %s of the last end", len(specs), c.Timeout),
 		Checked: len(specs), Failed: len(specs) - burst.Closed}

@@ -223,6 +223,9 @@ func TestScenariosAgainstTheRealStack(t *testing.T) {
 		if b.Closed != c.Auctions || b.Bids == 0 {
 			t.Errorf("close-burst: %+v", b)
 		}
+		if cpu := res.CPU; cpu == nil || cpu.Server == nil || cpu.Decided == 0 || cpu.Server.UsPerDecided <= 0 || b.NodeCPUPerCloseUs <= 0 {
+			t.Errorf("close-burst CPU: %+v, %.1f µs per close", cpu, b.NodeCPUPerCloseUs)
+		}
 	})
 
 	t.Run("hot-max", func(t *testing.T) {

@@ -166,7 +166,7 @@ func (inv *invocation) registerTargets(fs *settings.FlagSet) {
 		fs.IntVar(&inv.compare.basePort, "compare-base-port", 18080, "--compare-nodes: the clusters' base port (bidgate dev --base-port; the broker on base+400): below the kernel's ephemeral range, which a client's source port may take")
 	}
 	switch inv.scenario {
-	case "flash-sale", "hot-max", "cold-max", "reads", "browse":
+	case "flash-sale", "hot-max", "cold-max", "close-burst", "reads", "browse":
 		fs.StringVar(&opt.Metrics, "metrics", "", "the nodes' Prometheus endpoints, comma-separated (loopback only), read for process_cpu_seconds_total "+
 			"at the start and end of each step; \"off\" measures none (default: each target's admin port, its port + 300 as bidgate dev lays them out, "+
 			"and the same for every member its /cluster/members lists)")
