@@ -31,71 +31,61 @@ var (
 // Next returns a port below the ephemeral range that is free for TCP and UDP
 // on 127.0.0.1 (memberlist gossips over both) and that this process has not
 // handed out before.
-func Next() (int, error) {
-	high := ephemeralStart()
-	if high-low < 2000 {
-		return 0, fmt.Errorf("the ephemeral port range starts at %d: too little room below it for test ports", high)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for range 200 {
-		port := low + rand.IntN(high-low)
-		if used[port] {
-			continue
-		}
-		free, err := probe(port)
-		if err != nil {
-			return 0, err
-		}
-		if free {
-			used[port] = true
-			return port, nil
-		}
-	}
-	return 0, fmt.Errorf("no free loopback port found in %d-%d", low, high-1)
-}
+func Next() (int, error) { return take(0) }
 
 // Base returns a port p such that p+o is free, and not handed out before,
 // for every offset o: a server that lays its ports out from one base
 // (bidgate dev: the API at base, the internal endpoint at base+100, ...).
 func Base(tb testing.TB, offsets ...int) int {
 	tb.Helper()
+	base, err := take(offsets...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return base
+}
+
+// take finds a base whose every offset is free and not handed out, and
+// hands them out.
+func take(offsets ...int) (int, error) {
 	high := ephemeralStart()
 	top := 0
 	for _, o := range offsets {
 		top = max(top, o)
 	}
 	if high-top-low < 2000 {
-		tb.Fatalf("the ephemeral port range starts at %d: too little room below it for offsets up to %d", high, top)
+		return 0, fmt.Errorf("the ephemeral port range starts at %d: too little room below it for test ports (offsets up to %d)", high, top)
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	for range 200 {
 		base := low + rand.IntN(high-top-low)
-		ok := true
-		for _, o := range offsets {
-			if used[base+o] {
-				ok = false
-				break
-			}
-			free, err := probe(base + o)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			if !free {
-				ok = false
-				break
-			}
+		free, err := allFree(base, offsets)
+		if err != nil {
+			return 0, err
 		}
-		if ok {
+		if free {
 			for _, o := range offsets {
 				used[base+o] = true
 			}
-			return base
+			return base, nil
 		}
 	}
-	tb.Fatalf("no base port in %d-%d with offsets %v free", low, high-top-1, offsets)
-	return 0
+	return 0, fmt.Errorf("no free loopback port found in %d-%d (offsets %v)", low, high-top-1, offsets)
+}
+
+// allFree reports whether base+o is unused and free for every offset o;
+// mu is held.
+func allFree(base int, offsets []int) (bool, error) {
+	for _, o := range offsets {
+		if used[base+o] {
+			return false, nil
+		}
+		if free, err := probe(base + o); err != nil || !free {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // Free is Next for a test: it fails tb when there is no port to give.
