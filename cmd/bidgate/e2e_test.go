@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -551,7 +552,11 @@ func TestWebSocketThroughTheBinary(t *testing.T) {
 // seller. Each frame is what the AsyncAPI document says.
 func TestNoticesThroughTheBinary(t *testing.T) {
 	base, _, _, key := startBidgate(t)
-	const seller, alice, bob = 1, 201, 202
+	// Users' channels are named by user id on the Redis every test shares:
+	// ids of this run's own, so another test's notices never reach these
+	// sockets.
+	seller := 800_000_000_000 + rand.Int64N(1_000_000_000)*10
+	alice, bob := seller+1, seller+2
 	end := time.Now().Add(4 * time.Second).UTC().Format(time.RFC3339Nano)
 	status, a := call(t, "POST", base+"/auctions", map[string]any{"title": "told lot", "startPrice": "100", "minIncrement": "1",
 		"endTime": end, "extendWindowSeconds": 0}, bearer(t, key, seller, auth.ScopeSell)...)
