@@ -387,7 +387,8 @@ WHERE datname = current_database() AND query = 'LISTEN outbox' AND state = 'idle
 // (a winner, nobody bid, below and at a reserve, bought now, cold and hot)
 // and auction-cancelled event (cold and hot), as the signed outbox relays
 // put them on a real broker, is a message of the AsyncAPI document: key,
-// signature headers and value, with no undocumented field.
+// signature headers and value, with no undocumented field; what one pass
+// publishes is signed once, as a batch.
 func TestOutboxEventsMatchTheContract(t *testing.T) {
 	e := newEnv(t, 8, Config{})
 	const seller = 9_000_007
@@ -463,12 +464,18 @@ func TestOutboxEventsMatchTheContract(t *testing.T) {
 		if n, err := relay.PublishPending(ctx); err != nil || n != want {
 			t.Fatalf("%s: published %d, want %d: %v", topic, n, want, err)
 		}
+		batches := map[string]int{} // messages by their batch's signature
 		for _, m := range readMessages(t, broker.Addrs(), topic, want) {
 			if err := asyncapi.ValidateKafka(m); err != nil {
 				t.Fatal(err)
 			}
 			if !verifier.Verify(m) {
 				t.Fatalf("%s message %s: no valid signature", topic, m.Key)
+			}
+			for _, h := range m.Headers {
+				if h.Key == pkafka.BatchSignatureHeader {
+					batches[string(h.Value)]++
+				}
 			}
 			id, err := strconv.ParseInt(string(m.Key), 10, 64)
 			if err != nil {
@@ -486,6 +493,9 @@ func TestOutboxEventsMatchTheContract(t *testing.T) {
 			} else {
 				delete(cancelledIDs, id)
 			}
+		}
+		if len(batches) != 1 {
+			t.Fatalf("%s: %d messages published together carry %d batch signatures (%v), want one", topic, want, len(batches), batches)
 		}
 	}
 	if len(closedIDs) != 0 || len(cancelledIDs) != 0 {

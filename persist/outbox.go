@@ -109,8 +109,8 @@ func (r *OutboxRelay) PublishPending(ctx context.Context) (int, error) {
 		for i, e := range events {
 			ids[i] = e.ID
 			msgs[i] = kafka.Message{Key: []byte(strconv.FormatInt(e.AggregateID, 10)), Value: e.Payload}
-			r.cfg.Signer.Sign(&msgs[i], r.cfg.Topic)
 		}
+		r.cfg.Signer.SignBatch(msgs, r.cfg.Topic)
 		if err := r.w.WriteMessages(ctx, msgs...); err != nil {
 			kafkaFailed = true
 			return fmt.Errorf("publish %d outbox rows (ids %d..%d) to %s: %w", len(ids), ids[0], ids[len(ids)-1], r.cfg.Topic, err)

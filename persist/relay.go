@@ -438,10 +438,9 @@ func (r *Relay) tell(ctx context.Context, outbid []bidgate.BidAccepted) {
 		if err != nil {
 			continue
 		}
-		m := kafka.Message{Key: []byte(strconv.FormatInt(n.UserID, 10)), Value: v}
-		r.cfg.Signer.Sign(&m, bidgate.TopicBidNotifications)
-		msgs = append(msgs, m)
+		msgs = append(msgs, kafka.Message{Key: []byte(strconv.FormatInt(n.UserID, 10)), Value: v})
 	}
+	r.cfg.Signer.SignBatch(msgs, bidgate.TopicBidNotifications)
 	if err := r.cfg.Notices.WriteMessages(ctx, msgs...); err != nil {
 		r.metrics.noticeErrors.Inc()
 	}
