@@ -67,3 +67,30 @@ func TestEmbeddedBrokerRoundTrip(t *testing.T) {
 		t.Fatalf("kcat read %d messages, want %d", n, len(msgs))
 	}
 }
+
+// BenchmarkWriteFewMessages is a relay's pass at moderate rates: a few
+// messages over every partition. Its B/op is what each pass allocates.
+func BenchmarkWriteFewMessages(b *testing.B) {
+	const partitions = 8
+	e, err := StartEmbedded(0, partitions)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	if err := EnsureTopics(ctx, e.Addrs(), Security{}, partitions, 1); err != nil {
+		b.Fatal(err)
+	}
+	w := NewWriter(e.Addrs(), bidgate.TopicBidNotifications, Security{})
+	defer w.Close()
+	msgs := make([]kafka.Message, 2*partitions)
+	for i := range msgs {
+		msgs[i] = kafka.Message{Key: []byte(fmt.Sprint(i)), Value: []byte(`{"id":"outbid-1-2"}`)}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := w.WriteMessages(ctx, msgs...); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
