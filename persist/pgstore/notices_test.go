@@ -7,6 +7,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -141,5 +145,62 @@ SELECT 'outbid-probe-' || i, i, 'outbid', 1, 'lot', 1.00, clock_timestamp() FROM
 			lines[i] = l[:min(len(l), 120)] // not the thousand ids
 		}
 		t.Fatalf("the look-up does not probe notification's id index:\n%s", strings.Join(lines, "\n"))
+	}
+}
+
+// A hot row that replaced a leader writes its outbid notice to the outbox
+// only when the notice is not stored yet: the relay's own copy mostly
+// reaches the notifier first, and a second would be dropped there. The
+// look-up probes notification's id index whatever the statistics.
+func TestHotBidsSkipStoredNotices(t *testing.T) {
+	ctx := context.Background()
+	db, _ := testdb.New(t, 4)
+	s := &pgstore.Store{DB: db}
+	a := newLot(t, s, true)
+	if _, err := db.Exec(ctx, `INSERT INTO notification (id, user_id, type, auction_id, title, price, at)
+SELECT 'outbid-probe-' || i, i, 'outbid', 1, 'lot', 1.00, clock_timestamp() FROM generate_series(1, 20000) i`); err != nil {
+		t.Fatal(err)
+	}
+	stored := bidgate.Notice{ID: bidgate.NoticeID(bidgate.NoticeOutbid, a.ID, 11, 2), Type: bidgate.NoticeOutbid, UserID: 11,
+		AuctionID: a.ID, Title: "lot", Price: "202.00", At: time.Now()}
+	if err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		_, err := pgstore.StoreNotices(ctx, tx, []bidgate.Notice{stored})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	bid := func(seq, bidder, outbid int64) bidgate.BidAccepted {
+		b := bidgate.BidAccepted{AuctionID: a.ID, BidderID: bidder, Amount: bidgate.FormatMoney(decimal.NewFromInt(200 + seq)),
+			RequestID: uuid.NewString(), Seq: seq, AcceptedAt: at, EndTime: at.Add(time.Hour), Outbid: outbid}
+		if outbid != 0 {
+			b.OutbidMax = bidgate.FormatMoney(decimal.NewFromInt(200 + seq - 1))
+		}
+		return b
+	}
+	bids := []bidgate.BidAccepted{bid(1, 11, 0), bid(2, 12, 11), bid(3, 13, 12)} // 2 outbids 11 (stored), 3 outbids 12
+	if err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		_, _, err := pgstore.WriteHotBids(ctx, tx, bids)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.Query(ctx, `SELECT payload->>'id' FROM outbox WHERE topic = 'bid-notifications' ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{bidgate.NoticeID(bidgate.NoticeOutbid, a.ID, 12, 3)}; !slices.Equal(ids, want) {
+		t.Fatalf("outbox notices %v, want %v (the stored %s left out)", ids, want, stored.ID)
+	}
+	lines, err := pgstore.ExplainHotWrite(ctx, db, bids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if joined := strings.Join(lines, "\n"); strings.Contains(joined, "Seq Scan on notification") || !strings.Contains(joined, "notification_id_key") {
+		t.Fatalf("the stored-notice look-up does not probe notification's id index:\n%s", joined)
 	}
 }

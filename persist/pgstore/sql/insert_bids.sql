@@ -38,7 +38,7 @@ new AS (
 -- A new row that took the lead tells the leader it replaced (outbid > 0,
 -- from the Redis log): an outbid notice through the outbox, in this
 -- transaction, once (a row written before is not new), at the row's amount
--- (a leading row stands at the new price).
+-- (a leading row stands at the new price), unless the notice is stored.
 noticed AS (
     INSERT INTO outbox (topic, aggregate_id, payload)
     SELECT 'bid-notifications', u.outbid, jsonb_build_object(
@@ -50,6 +50,10 @@ noticed AS (
       JOIN u ON u.auction_id = n.auction_id AND u.seq = n.seq
       JOIN auction a ON a.id = n.auction_id
      WHERE u.outbid > 0
+       -- Stored already (the relay's own notice came first, as it mostly
+       -- does): the notifier would drop this copy as known. OFFSET 0 keeps
+       -- it one probe of the id index per row, statistics or none.
+       AND NOT EXISTS (SELECT 1 FROM notification nt WHERE nt.id = 'outbid-' || n.auction_id || '-' || n.seq OFFSET 0)
     RETURNING id
 ),
 woken AS (
