@@ -78,6 +78,9 @@ type Reconciler struct {
 	// conflictLog says at most once a minute that rows disagree with the
 	// logs: the gauge tells how many, every pass.
 	conflictLog rate.Sometimes
+	// afterPositions, when set (tests), runs between reading the positions
+	// and reading the logs: where other writers race a pass.
+	afterPositions func()
 }
 
 // NewReconciler returns a Reconciler with metrics on reg.
@@ -121,9 +124,12 @@ type logHead struct {
 	seq       int64               // Redis's: bids accepted
 	first     redisstore.StreamID // the first log entry past persisted; zero if not read
 	firstSeq  int64
-	firstUs   int64               // its acceptance time
-	trimTo    redisstore.StreamID // log entries before this id are persisted, as the log says
-	trimAll   bool                // every entry read was persisted: more may follow
+	firstUs   int64 // its acceptance time
+	// recheck is PostgreSQL's position read again after the log, where the
+	// log starts past persisted + 1 (confirmGaps); 0 otherwise.
+	recheck int64
+	trimTo  redisstore.StreamID // log entries before this id are persisted, as the log says
+	trimAll bool                // every entry read was persisted: more may follow
 	// done are the entries read at or below persisted: trimmed once
 	// PostgreSQL's rows are found to be them (checkTrim).
 	done []bidgate.BidAccepted
@@ -145,6 +151,9 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (Reconciliation, error) 
 		r.metrics.observe(res)
 		return res, nil
 	}
+	if r.afterPositions != nil {
+		r.afterPositions()
+	}
 	now, err := r.look(ctx, heads)
 	if err != nil {
 		return res, err
@@ -155,6 +164,9 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (Reconciliation, error) 
 	for _, h := range heads {
 		res.TrimBacklog = res.TrimBacklog || h.trimAll
 	}
+	if err := r.confirmGaps(ctx, heads); err != nil {
+		return res, err
+	}
 	var due []*logHead
 	for _, h := range heads {
 		if h.seq <= h.persisted {
@@ -164,10 +176,11 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (Reconciliation, error) 
 		switch {
 		case h.first == (redisstore.StreamID{}):
 			continue // the next pass reads further
-		case h.firstSeq > h.persisted+1:
-			res.Missing += h.firstSeq - h.persisted - 1
+		case h.firstSeq > max(h.persisted, h.recheck)+1:
+			persisted := max(h.persisted, h.recheck)
+			res.Missing += h.firstSeq - persisted - 1
 			r.cfg.Log.Error("accepted bids are neither in PostgreSQL nor in the Redis log",
-				"auction", h.id, "persisted_seq", h.persisted, "first_log_seq", h.firstSeq)
+				"auction", h.id, "persisted_seq", persisted, "first_log_seq", h.firstSeq)
 		}
 		age := time.Duration(now-h.firstUs) * time.Microsecond
 		res.Oldest = max(res.Oldest, age)
@@ -221,6 +234,33 @@ func (r *Reconciler) look(ctx context.Context, heads []*logHead) (int64, error) 
 		}
 	}
 	return now, nil
+}
+
+// confirmGaps reads again (recheck) the positions of the auctions whose log
+// starts past their persisted position + 1. The positions
+// were read before the logs, and meanwhile the persister may have written
+// more and another reconciler trimmed the logs past them: a gap in that
+// stale view is no loss. A log is trimmed only past persisted rows, so a
+// position read after the log shows every trimmed entry; a gap still there
+// is bids lost.
+func (r *Reconciler) confirmGaps(ctx context.Context, heads []*logHead) error {
+	var gaps []int64
+	for _, h := range heads {
+		if h.first != (redisstore.StreamID{}) && h.firstSeq > h.persisted+1 {
+			gaps = append(gaps, h.id)
+		}
+	}
+	if len(gaps) == 0 {
+		return nil
+	}
+	now, err := r.store.PersistedPositions(ctx, gaps)
+	if err != nil {
+		return err
+	}
+	for _, h := range heads {
+		h.recheck = now[h.id]
+	}
+	return nil
 }
 
 // checkTrim sets each log's trim point: past its persisted entries up to

@@ -27,6 +27,8 @@ var (
 	hotAuctionsSQL string
 	//go:embed sql/hot_positions.sql
 	hotPositionsSQL string
+	//go:embed sql/persisted_positions.sql
+	persistedPositionsSQL string
 	//go:embed sql/compare_bids.sql
 	compareBidsSQL string
 )
@@ -207,6 +209,23 @@ func (s *Store) HotAuctions(ctx context.Context, linger time.Duration) ([]int64,
 // Position is how far a hot auction's bids are in PostgreSQL without a gap.
 type Position struct {
 	AuctionID, Seq int64
+}
+
+// PersistedPositions reads the persisted positions of auctions, by id.
+func (s *Store) PersistedPositions(ctx context.Context, auctions []int64) (map[int64]int64, error) {
+	rows, err := s.DB.Query(ctx, persistedPositionsSQL, auctions)
+	if err != nil {
+		return nil, fmt.Errorf("read the persisted positions of %d auctions: %w", len(auctions), err)
+	}
+	pos := make(map[int64]int64, len(auctions))
+	var id, seq int64
+	if _, err := pgx.ForEachRow(rows, []any{&id, &seq}, func() error {
+		pos[id] = seq
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read the persisted positions of %d auctions: %w", len(auctions), err)
+	}
+	return pos, nil
 }
 
 // HotPositions lists the persisted positions of the hot auctions whose bids
