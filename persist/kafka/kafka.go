@@ -97,8 +97,11 @@ func NewWriter(brokers []string, topic string, sec Security) *kafka.Writer {
 const writerBatchSize = 100
 
 // NewReader returns a consumer-group reader that commits only when told.
-// The session timeout is the embedded broker's minimum; the short MaxWait
-// keeps Close quick.
+// The session timeout is the embedded broker's minimum. MaxWait is also
+// the deadline for a fetch's answer to begin (kafka-go): at 50 ms a
+// partition with a backlog whose answer took longer to build was fetched
+// again and again and never read, so it is 500 ms; MinBytes 1 still
+// answers as soon as a message is there, and Close waits at most that.
 func NewReader(brokers []string, topic, group string, sec Security) *kafka.Reader {
 	return kafka.NewReader(kafka.ReaderConfig{
 		Dialer:            sec.dialer(),
@@ -107,7 +110,7 @@ func NewReader(brokers []string, topic, group string, sec Security) *kafka.Reade
 		GroupID:           group,
 		MinBytes:          1,
 		MaxBytes:          16 << 20,
-		MaxWait:           50 * time.Millisecond,
+		MaxWait:           500 * time.Millisecond,
 		SessionTimeout:    6 * time.Second,
 		HeartbeatInterval: time.Second,
 		RebalanceTimeout:  6 * time.Second,
