@@ -3,6 +3,7 @@ package bench
 import (
 	"encoding/json"
 	"slices"
+	"time"
 
 	"bidgate"
 )
@@ -13,6 +14,7 @@ type NoticeRow struct {
 	UserID    int64
 	Type      string
 	AuctionID int64
+	At        time.Time // its cause's store time
 }
 
 // CheckNotices is the id of the notice audit.

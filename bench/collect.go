@@ -82,13 +82,13 @@ SELECT auction_id, bidder_id, amount::text, kind, COALESCE(max_amount::text, '')
 	if err != nil {
 		return d, fmt.Errorf("read outbox: %w", err)
 	}
-	rows, err = e.db.Query(ctx, `SELECT id, user_id, type, auction_id FROM notification WHERE auction_id = ANY($1)`, all)
+	rows, err = e.db.Query(ctx, `SELECT id, user_id, type, auction_id, at FROM notification WHERE auction_id = ANY($1)`, all)
 	if err != nil {
 		return d, fmt.Errorf("read notices: %w", err)
 	}
 	d.Notices, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (NoticeRow, error) {
 		var n NoticeRow
-		err := row.Scan(&n.ID, &n.UserID, &n.Type, &n.AuctionID)
+		err := row.Scan(&n.ID, &n.UserID, &n.Type, &n.AuctionID, &n.At)
 		return n, err
 	})
 	if err != nil {

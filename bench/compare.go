@@ -146,32 +146,36 @@ func (r Compared) measured() (*CPU, Latency) {
 	return r.Result.CPU, r.Result.Latency.All
 }
 
-// WriteComparison prints the runs side by side: rates, latency, and each
+// WriteComparison prints the runs side by side: rates, latency (and the
+// warm-up's p99, the cold start left out of the rest), and each
 // party's CPU per decided bid, with bidgate's as a ratio to the first run.
 func WriteComparison(w io.Writer, runs []Compared) {
 	fmt.Fprintln(w, "\nthe same load on each cluster size (a ramp: its best step; CPU per decided bid; ratio to the first row)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "nodes\tdecided/s\tp50 ms\tp99 ms\tbidgate µs/decided\tratio\tRedis µs/decided\tchecks failed\t")
+	fmt.Fprintln(tw, "nodes\tdecided/s\tp50 ms\tp99 ms\twarm-up p99 ms\tbidgate µs/decided\tratio\tRedis µs/decided\tchecks failed\t")
 	var first float64
 	for i, r := range runs {
 		c, lat := r.measured()
-		cells := []string{strconv.Itoa(r.Nodes), "-", fmt.Sprintf("%.2f", lat.P50), fmt.Sprintf("%.2f", lat.P99), "-", "-", "-",
+		cells := []string{strconv.Itoa(r.Nodes), "-", fmt.Sprintf("%.2f", lat.P50), fmt.Sprintf("%.2f", lat.P99), "-", "-", "-", "-",
 			strconv.Itoa(len(r.Result.Failed()))}
+		if wu := r.Result.Warmup; wu != nil {
+			cells[4] = fmt.Sprintf("%.2f", wu.All.P99)
+		}
 		if c != nil {
 			if c.WallSeconds > 0 {
 				cells[1] = fmt.Sprintf("%.0f", float64(c.Decided)/c.WallSeconds)
 			}
 			if c.Server != nil && c.Decided > 0 {
-				cells[4] = fmt.Sprintf("%.1f", c.Server.UsPerDecided)
+				cells[5] = fmt.Sprintf("%.1f", c.Server.UsPerDecided)
 				if i == 0 {
 					first = c.Server.UsPerDecided
 				}
 				if first > 0 {
-					cells[5] = fmt.Sprintf("%.2fx", c.Server.UsPerDecided/first)
+					cells[6] = fmt.Sprintf("%.2fx", c.Server.UsPerDecided/first)
 				}
 			}
 			if c.Redis != nil && c.Decided > 0 {
-				cells[6] = fmt.Sprintf("%.1f", c.Redis.UsPerDecided)
+				cells[7] = fmt.Sprintf("%.1f", c.Redis.UsPerDecided)
 			}
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")

@@ -231,21 +231,29 @@ type InboxesResult struct {
 	Expected   int            `json:"expected"`  // notices stored for the connected listeners
 	Delivered  int            `json:"delivered"` // of them, received live
 	Reconnects int            `json:"reconnects"`
-	// Lag from a notice's cause (its store's time) to its arrival, by type.
-	Lag map[string]Latency `json:"lagByType"`
-	All Latency            `json:"lag"`
+	// Lag from a notice's cause (its store's time) to its arrival, by type,
+	// of the notices caused from the measured load's start on: WarmupLeftOut
+	// were caused in the warm-up.
+	Lag           map[string]Latency `json:"lagByType"`
+	WarmupLeftOut int                `json:"warmupLeftOut,omitempty"`
+	All           Latency            `json:"lag"`
 }
 
 // Sentence is the result in one line.
 func (r *InboxesResult) Sentence() string {
-	return fmt.Sprintf("%d of %d bidders connected to /ws/me; %d of the %d notices stored for them delivered live, %d reconnects; lag p50 %.0f ms, p99 %.0f ms, max %.0f ms",
+	s := fmt.Sprintf("%d of %d bidders connected to /ws/me; %d of the %d notices stored for them delivered live, %d reconnects; lag p50 %.0f ms, p99 %.0f ms, max %.0f ms",
 		r.Connected, r.Listeners, r.Delivered, r.Expected, r.Reconnects, r.All.P50, r.All.P99, r.All.Max)
+	if r.WarmupLeftOut > 0 {
+		s += fmt.Sprintf(" (%d caused in the warm-up left out of the lag)", r.WarmupLeftOut)
+	}
+	return s
 }
 
 // result tallies the listeners against the stored notices, and checks
 // that each connected listener got every one of its notices live, once
-// per connection, and nobody else's.
-func (b *inboxes) result(stored []NoticeRow) (*InboxesResult, Check) {
+// per connection, and nobody else's; the lag counts the notices caused
+// from since on.
+func (b *inboxes) result(stored []NoticeRow, since time.Time) (*InboxesResult, Check) {
 	r := &InboxesResult{Listeners: len(b.logs), Failures: b.failures, Lag: map[string]Latency{}}
 	c := Check{ID: CheckInbox, Invariant: 3, Name: "every notice stored for a bidder connected to /ws/me reached them live, once per connection, and no one else's"}
 	byUser := map[int64]*inboxLog{}
@@ -276,6 +284,10 @@ func (b *inboxes) result(stored []NoticeRow) (*InboxesResult, Check) {
 			continue
 		}
 		r.Delivered++
+		if n.At.Before(since) {
+			r.WarmupLeftOut++
+			continue
+		}
 		if byType[n.Type] == nil {
 			byType[n.Type] = newHist(3)
 		}

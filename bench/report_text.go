@@ -24,6 +24,10 @@ func WriteText(w io.Writer, res *Result) {
 	if res.Latency.All.Count > 0 {
 		fmt.Fprintf(w, "requests: %d in %.1fs (%.0f/s answered, %.0f 201/s); latency from the intended send time; send lag p99 %.1f ms (queue and pool wait)\n",
 			res.Latency.Requests, res.Latency.Span, res.Latency.Rate, res.Latency.Accepted, res.Latency.SendLag.P99)
+		if res.Warmup != nil {
+			fmt.Fprintf(w, "warm-up before it (left out of everything else here, audited): %d requests in %.1fs, all answered p50 %.1f ms, p99 %.1f ms; send lag p99 %.1f ms\n",
+				res.Warmup.Requests, res.Warmup.Span, res.Warmup.All.P50, res.Warmup.All.P99, res.Warmup.SendLag.P99)
+		}
 		if res.CPU != nil {
 			fmt.Fprintf(w, "CPU over the load: %s\n", res.CPU.Sentence())
 		}

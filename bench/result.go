@@ -26,7 +26,8 @@ type Result struct {
 	LoadStart  time.Time `json:"loadStart"`
 
 	Latency    Summary        `json:"latency"`
-	CPU        *CPU           `json:"cpu,omitempty"` // a flash sale's load as a whole (ramps: per step)
+	Warmup     *Summary       `json:"warmup,omitempty"` // the flash sale's warm-up, left out of Latency
+	CPU        *CPU           `json:"cpu,omitempty"`    // a flash sale's load as a whole (ramps: per step)
 	Hot        []AuctionLoad  `json:"hotAuctions,omitempty"`
 	Cold       *ColdLoad      `json:"cold,omitempty"`
 	Ramp       *Ramp          `json:"ramp,omitempty"`

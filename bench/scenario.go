@@ -90,7 +90,7 @@ func (e *Env) audit(ctx context.Context, res *Result, specs []AuctionSpec, w *wa
 		stored := ds.Notices
 		ib.finish(ib.expected(stored), inboxGrace)
 		var check Check
-		res.Inboxes, check = ib.result(stored)
+		res.Inboxes, check = ib.result(stored, res.LoadStart)
 		res.Checks = append(res.Checks, check)
 	}
 	if n := mixNote(ds); n != "" {

@@ -90,6 +90,7 @@ func (c BrowseConfig) soloOf() *BrowseConfig {
 func (c BrowseConfig) flashSale() FlashSaleConfig {
 	f := DefaultFlashSale()
 	f.Cold, f.ColdRate, f.Hot, f.HotRate, f.Duration = c.FlashCold, c.FlashColdRate, c.FlashHot, c.FlashHotRate, c.Duration
+	f.Warmup = 0 // the browse load starts with it
 	// Bidders for 0.5 bids/s each: tokens for the design's 20,000 would
 	// take longer to mint than a short run lasts.
 	total := float64(c.FlashHot)*c.FlashHotRate + c.FlashColdRate

@@ -26,6 +26,11 @@ type FlashSaleConfig struct {
 	Hot          int           `json:"hot"`
 	HotRate      float64       `json:"hotRate"` // bids/s per hot auction
 	Duration     time.Duration `json:"duration"`
+	// Warmup runs the same load for this long before Duration, on the same
+	// auctions: its requests are audited like the others but left out of
+	// the latency, rates and CPU, which then describe a node in its steady
+	// state rather than one still growing its heap and its connections.
+	Warmup       time.Duration `json:"warmup"`
 	ExtendWindow time.Duration `json:"extendWindow"` // 0: Duration/12, at least 1s
 	ExtendBy     time.Duration `json:"extendBy"`     // 0: as ExtendWindow
 	RetryShare   float64       `json:"retryShare"`   // requests sent again with the same key
@@ -56,7 +61,7 @@ type FlashSaleConfig struct {
 // DefaultFlashSale is the design's scale.
 func DefaultFlashSale() FlashSaleConfig {
 	return FlashSaleConfig{Cold: 100_000, CreateConc: 64, ColdRate: 200, ColdEndShare: 0.01, Hot: 4, HotRate: 2000,
-		Duration: 60 * time.Second, RetryShare: 0.05, TimeoutShare: 0.5, ShortTimeout: time.Millisecond,
+		Duration: 60 * time.Second, Warmup: 10 * time.Second, RetryShare: 0.05, TimeoutShare: 0.5, ShortTimeout: time.Millisecond,
 		RetryDelay: 50 * time.Millisecond, LateBids: 20,
 		ProxyShare: 1.0 / 3, RepeatShare: 0.05, ReserveShare: 0.2, BuyNowShare: 0.1, BuyNows: 20,
 		ViewerConnectRate: 300, ViewersPerSource: 200}
@@ -68,6 +73,8 @@ func (c *FlashSaleConfig) normalize() error {
 		return fmt.Errorf("flash-sale needs at least one auction (--cold, --hot)")
 	case c.Duration < 2*time.Second:
 		return fmt.Errorf("--duration must be at least 2s")
+	case c.Warmup < 0:
+		return fmt.Errorf("--warmup must not be negative")
 	case c.HotRate < 0 || c.ColdRate < 0:
 		return fmt.Errorf("rates must not be negative")
 	case !shares(c.RetryShare, c.TimeoutShare, c.ColdEndShare, c.ProxyShare, c.RepeatShare, c.ReserveShare, c.BuyNowShare):
@@ -168,11 +175,15 @@ func (e *Env) flashSale(ctx context.Context, c FlashSaleConfig, loadAt func(time
 	if err != nil {
 		return nil, err
 	}
-	// The load starts shortly after (and after the viewers connect); hot
-	// auctions end at 3/4 of it so that the last quarter runs on
-	// anti-sniping extensions.
-	t0 := time.Now().Add(2*time.Second + connectTime(c))
-	hot, bought, err := e.createHot(c, t0)
+	// The load starts shortly after (and after the viewers connect), with
+	// the warm-up; the measured part (t0 on) is Duration, and hot auctions
+	// end at 3/4 of it so that its last quarter runs on anti-sniping
+	// extensions. The streams send the warm-up's bids too.
+	warm0 := time.Now().Add(2*time.Second + connectTime(c))
+	t0 := warm0.Add(c.Warmup)
+	load := c
+	load.Duration += c.Warmup
+	hot, bought, err := e.createHot(c, t0, hotBids(load))
 	if err != nil {
 		return nil, err
 	}
@@ -181,24 +192,27 @@ func (e *Env) flashSale(ctx context.Context, c FlashSaleConfig, loadAt func(time
 		return nil, err
 	}
 	cold.CreateSeconds = time.Since(created).Seconds()
-	if time.Now().After(t0) {
+	if time.Now().After(warm0) {
 		res.note("creating the auctions overran the 2s lead: the first requests start late (their wait counts in latency)")
 	}
 	w := e.watchHot(ctx, res, c, hot)
-	if w != nil && time.Now().After(t0) {
+	if w != nil && time.Now().After(warm0) {
 		res.note("connecting the viewers overran the lead: the first requests start late (their wait counts in latency)")
 	}
 	var ib *inboxes
 	if c.Inboxes > 0 {
 		e.notef("connecting %d bidders to /ws/me at %.0f/s", min(c.Inboxes, res.Bidders), c.ViewerConnectRate)
 		ib = e.startInboxes(ctx, e.listenerIDs(min(c.Inboxes, res.Bidders)), c.ViewerConnectRate, c.ViewersPerSource)
-		if time.Now().After(t0) {
+		if time.Now().After(warm0) {
 			res.note("connecting the notice listeners overran the lead: the first requests start late (their wait counts in latency)")
 		}
 	}
 	colds := append(far, soon...)
 	specs := slices.Concat(hot, bought, colds)
 
+	if c.Warmup > 0 {
+		e.notef("warm-up: the same load for %s, left out of latency, rates and CPU", c.Warmup)
+	}
 	e.notef("load: %d hot auctions at %.0f bids/s, %.0f bids/s over %d cold ones, for %s; %d bidders",
 		c.Hot, c.HotRate, c.ColdRate, len(colds), c.Duration, res.Bidders)
 	res.LoadStart = t0
@@ -209,16 +223,24 @@ func (e *Env) flashSale(ctx context.Context, c FlashSaleConfig, loadAt func(time
 	res.records = e.load(ctx, res, bound, func(ld *Loader) {
 		var streams []Stream
 		for _, h := range hot {
-			streams = append(streams, e.hotStream(c, h, t0))
+			streams = append(streams, e.hotStream(load, h, warm0))
 		}
 		if len(colds) > 0 {
-			streams = append(streams, e.coldStream(c, colds, t0))
+			streams = append(streams, e.coldStream(load, colds, warm0))
 		}
 		streams = append(streams, e.buyNowStreams(c, bought, soon, far, t0)...)
-		// The CPU span starts just before the first bid is due (not through
-		// the lead, idle) and ends before the late bids (their wait is idle).
-		_ = sleepUntil(ctx, t0.Add(-50*time.Millisecond))
-		cpu0, msgs0 := e.cpu.sample(ctx), w.messages()
+		// The CPU span starts just before the first measured bid is due
+		// (not through the lead, idle, nor the warm-up) and ends before the
+		// late bids (their wait is idle).
+		type sample struct {
+			cpu  cpuSample
+			msgs int64
+		}
+		started := make(chan sample, 1)
+		go func() {
+			_ = sleepUntil(ctx, t0.Add(-50*time.Millisecond))
+			started <- sample{e.cpu.sample(ctx), w.messages()}
+		}()
 		polled := make(chan *PollersResult, 1)
 		if c.Pollers > 0 {
 			go func() { polled <- e.poll(ctx, c.Pollers, t0, c.Duration, ids(hot)) }()
@@ -228,21 +250,27 @@ func (e *Env) flashSale(ctx context.Context, c FlashSaleConfig, loadAt func(time
 		ld.Run(streams...)
 		ld.Wait()
 		res.Pollers = <-polled
+		s0 := <-started
 		cpu1, msgs1 := e.cpu.sample(ctx), w.messages()
 		// Every answer is in and the late bids are not sent yet: nothing
 		// writes the records while they are counted.
-		recs := ld.rec.Records()
-		cpu := cpuBetween(cpu0, cpu1, int64(len(recs)), decidedIn(recs))
+		_, recs := splitAt(ld.rec.Records(), t0)
+		cpu := cpuBetween(s0.cpu, cpu1, int64(len(recs)), decidedIn(recs))
 		res.CPU = &cpu
-		w.chargeCPU(cpu, msgs1-msgs0)
+		w.chargeCPU(cpu, msgs1-s0.msgs)
 		e.lateBids(ctx, ld, c, hot, soon)
 	})
-	res.Latency = Summarize(res.records, t0)
+	warmRecs, measured := splitAt(res.records, t0)
+	if c.Warmup > 0 {
+		s := Summarize(warmRecs, warm0)
+		res.Warmup = &s
+	}
+	res.Latency = Summarize(measured, t0)
 
 	secs := c.Duration.Seconds()
 	for _, h := range hot {
 		a := AuctionLoad{ID: h.ID, Offered: c.HotRate, OriginalEnd: h.OriginalEnd}
-		a.Sent, a.Outcomes, a.LateSent, a.LateRefused = tally(res.records, func(r *Record) bool { return r.AuctionID == h.ID })
+		a.Sent, a.Outcomes, a.LateSent, a.LateRefused = tally(measured, func(r *Record) bool { return r.AuctionID == h.ID })
 		a.AcceptedPerSec = float64(a.Outcomes[Created]) / secs
 		a.FinalEnd, a.Extensions = endOf(h, res.records)
 		res.Hot = append(res.Hot, a)
@@ -251,7 +279,7 @@ func (e *Env) flashSale(ctx context.Context, c FlashSaleConfig, loadAt func(time
 	for _, h := range slices.Concat(hot, bought) {
 		isHot[h.ID] = true
 	}
-	cold.Sent, cold.Outcomes, cold.LateSent, cold.LateRefused = tally(res.records, func(r *Record) bool { return !isHot[r.AuctionID] })
+	cold.Sent, cold.Outcomes, cold.LateSent, cold.LateRefused = tally(measured, func(r *Record) bool { return !isHot[r.AuctionID] })
 	cold.AcceptedPerSec = float64(cold.Outcomes[Created]) / secs
 
 	if err := e.audit(ctx, res, specs, w, ib); err != nil {
@@ -314,14 +342,13 @@ func (e *Env) createCold(ctx context.Context, c FlashSaleConfig, n int, first ti
 	})
 }
 
-// createHot creates the hot auctions, ending at 3/4 of the load: every
-// other one (the second, fourth, ...) with a reserve halfway up its bids,
+// createHot creates the hot auctions, ending at 3/4 of the measured load
+// (from t0), for streams of n bids each: every other one (the second, fourth, ...) with a reserve halfway up its bids,
 // the others with a buy-now price that a buy-now request in mid-load finds
 // unavailable (bids are in). With BuyNows, one more hot auction (bought)
 // is bought at the start of the load.
-func (e *Env) createHot(c FlashSaleConfig, t0 time.Time) (hot, bought []AuctionSpec, err error) {
+func (e *Env) createHot(c FlashSaleConfig, t0 time.Time, n int64) (hot, bought []AuctionSpec, err error) {
 	end := formatEnd(t0.Add(c.Duration * 3 / 4))
-	n := hotBids(c)
 	for i := range c.Hot {
 		a := newAuction{SellerID: sellerID(i), Title: fmt.Sprintf("bidbench flash-sale hot #%d", i+1),
 			StartPrice: cents(hotStartCents), MinIncrement: cents(incCents), EndTime: end, Hot: true,
@@ -351,7 +378,8 @@ func (e *Env) createHot(c FlashSaleConfig, t0 time.Time) (hot, bought []AuctionS
 	return hot, []AuctionSpec{s}, nil
 }
 
-// hotBids is how many requests each hot auction's stream sends.
+// hotBids is how many requests each hot auction's stream sends over c's
+// Duration.
 func hotBids(c FlashSaleConfig) int64 { return int64(c.HotRate * c.Duration.Seconds()) }
 
 // retryPlan decides whether a job is sent again, and whether its first
@@ -541,4 +569,17 @@ func (e *Env) lateBids(ctx context.Context, ld *Loader, c FlashSaleConfig, hot, 
 		}
 	}
 	ld.Wait()
+}
+
+// splitAt splits records into those intended before t and the others,
+// each in the order given.
+func splitAt(recs []Record, t time.Time) (before, from []Record) {
+	for _, r := range recs {
+		if r.Intended.Before(t) {
+			before = append(before, r)
+		} else {
+			from = append(from, r)
+		}
+	}
+	return before, from
 }

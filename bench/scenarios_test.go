@@ -86,7 +86,7 @@ func TestScenariosAgainstTheRealStack(t *testing.T) {
 
 	t.Run("flash-sale", func(t *testing.T) {
 		c := DefaultFlashSale()
-		c.Cold, c.Hot, c.HotRate, c.ColdRate, c.Duration = 200, 2, 300, 40, 3*time.Second
+		c.Cold, c.Hot, c.HotRate, c.ColdRate, c.Duration, c.Warmup = 200, 2, 300, 40, 3*time.Second, time.Second
 		c.ColdEndShare = 0.02
 		c.RetryShare = 0.1
 		// Few enough bidders that minting their tokens (once each, under the
@@ -119,6 +119,7 @@ func TestScenariosAgainstTheRealStack(t *testing.T) {
 			t.Errorf("%d 5xx, transport errors or 429s", n)
 		}
 		requireCPU(t, "the load", res.CPU)
+		requireWarmupApart(t, res)
 		for _, h := range res.Hot {
 			if h.Extensions == 0 || !h.FinalEnd.After(h.OriginalEnd) {
 				t.Errorf("hot auction %d was not extended by anti-sniping: %+v", h.ID, h)
@@ -154,7 +155,7 @@ func TestScenariosAgainstTheRealStack(t *testing.T) {
 	// one; the report has their numbers.
 	t.Run("flash-sale with viewers and pollers", func(t *testing.T) {
 		c := DefaultFlashSale()
-		c.Cold, c.Hot, c.HotRate, c.ColdRate, c.Duration = 20, 1, 100, 5, 3*time.Second
+		c.Cold, c.Hot, c.HotRate, c.ColdRate, c.Duration, c.Warmup = 20, 1, 100, 5, 3*time.Second, 0
 		c.Bidders, c.BuyNows, c.LateBids = 100, 0, 2
 		c.Viewers, c.ViewersPerSource, c.ViewerConnectRate, c.Pollers = 9, 3, 50, 40
 		res, err := e.FlashSale(ctx, c)
@@ -482,4 +483,37 @@ func TestScenariosAgainstTheRealStack(t *testing.T) {
 			t.Errorf("a bid with a foreign token: %+v", c)
 		}
 	})
+}
+
+// requireWarmupApart checks that a flash sale's warm-up requests are in
+// its records and its audit but not in its latency: the summary counts
+// only requests intended from the measured start on, the warm-up's the
+// others, and the persisted check saw every 201 of both.
+func requireWarmupApart(t *testing.T, res *Result) {
+	t.Helper()
+	if res.Warmup == nil || res.Warmup.Requests == 0 {
+		t.Fatalf("no warm-up summary: %+v", res.Warmup)
+	}
+	recs := res.Records()
+	created := 0
+	for _, r := range recs {
+		if r.Outcome == Created {
+			created++
+		}
+	}
+	var measured int64
+	for _, r := range recs {
+		if !r.Intended.Before(res.LoadStart) {
+			measured++
+		}
+	}
+	if int64(len(recs))-measured != res.Warmup.Requests || res.Latency.Requests != measured {
+		t.Errorf("%d records: %d in the warm-up's summary, %d in the latency; want %d and %d",
+			len(recs), res.Warmup.Requests, res.Latency.Requests, int64(len(recs))-measured, measured)
+	}
+	for _, c := range res.Checks {
+		if c.ID == CheckPersisted && c.Checked != created {
+			t.Errorf("the persisted check saw %d 201s of %d, warm-up included", c.Checked, created)
+		}
+	}
 }

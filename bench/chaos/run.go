@@ -21,7 +21,7 @@ func flashSale(load time.Duration) bench.FlashSaleConfig {
 	c.Cold, c.Create, c.ColdRate = 2000, "api", 100
 	c.Hot, c.HotRate = 3, 150
 	c.RetryShare = 0.05
-	c.Duration = load
+	c.Duration, c.Warmup = load, 0 // a fault is timed from the load's start
 	return c
 }
 

@@ -227,6 +227,7 @@ func registerFlashSale(fs *settings.FlagSet) play {
 	fs.IntVar(&c.Hot, "hot", c.Hot, "hot auctions (created through the API with \"hot\": true)")
 	fs.Float64Var(&c.HotRate, "hot-rate", c.HotRate, "bids/s per hot auction")
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "length of the load; hot auctions end at 3/4 of it and anti-sniping extends them past it")
+	fs.DurationVar(&c.Warmup, "warmup", c.Warmup, "the same load on the same auctions before --duration, audited but left out of latency, rates and CPU (reported on its own line): a node's first seconds grow its heap, connections and caches (0: none)")
 	fs.DurationVar(&c.ExtendWindow, "extend-window", 0, "anti-sniping window of the auctions (default duration/12, at least 1s)")
 	fs.DurationVar(&c.ExtendBy, "extend-by", 0, "anti-sniping extension (default the window)")
 	fs.Float64Var(&c.RetryShare, "retry-share", c.RetryShare, "share of requests sent again with the same Idempotency-Key")
