@@ -1,16 +1,20 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"net"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/valyala/fasthttp"
 
+	"bidgate"
 	"bidgate/internal/auth"
+	"bidgate/internal/batch"
 	"bidgate/ring"
 )
 
@@ -33,6 +37,8 @@ type forwarder struct {
 	cluster Cluster
 	signer  *signer
 	client  *fasthttp.Client
+	batches *batch.Batchers[forwardLane, forwardedBid, ownerAnswer]
+	single  sync.Map // names of owners without the batch route (an older version): sent one bid a request
 
 	forwarded *prometheus.CounterVec
 	latency   prometheus.Histogram
@@ -40,7 +46,7 @@ type forwarder struct {
 
 func newForwarder(cluster Cluster, signer *signer, timeout time.Duration, reg prometheus.Registerer) *forwarder {
 	metric := promauto.With(reg)
-	return &forwarder{
+	f := &forwarder{
 		cluster: cluster,
 		signer:  signer,
 		client: &fasthttp.Client{
@@ -57,10 +63,20 @@ func newForwarder(cluster Cluster, signer *signer, timeout time.Duration, reg pr
 		}, []string{"result"}),
 		latency: metric.NewHistogram(prometheus.HistogramOpts{
 			Name:    "bidgate_forward_duration_seconds",
-			Help:    "Round trip of a forwarded bid to its owner.",
+			Help:    "Round trip of a request of forwarded bids to their owner.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1},
 		}),
 	}
+	batchSize := metric.NewHistogram(prometheus.HistogramOpts{
+		Name:    "bidgate_forward_batch_size",
+		Help:    "Bids per request forwarded to an owner.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 7),
+	})
+	f.batches = batch.New(maxForwardBatch, 4096, 10*time.Second, f.sendBatch)
+	f.batches.Timeout = timeout + time.Second // the client's own timeouts end the call first
+	f.batches.InFlight = forwardInFlight
+	f.batches.Observe = func(n int) { batchSize.Observe(float64(n)) }
+	return f
 }
 
 var (
@@ -105,9 +121,10 @@ func (f *forwarder) forward(ctx *fasthttp.RequestCtx, auctionID, bidder int64) (
 		if !m.Verified {
 			continue
 		}
-		err := f.send(ctx, m, bidder)
+		answer, err := f.send(ctx, m, auctionID, bidder)
 		switch {
 		case err == nil:
+			answer.writeTo(ctx)
 			if i > 0 {
 				f.forwarded.WithLabelValues("next_owner").Inc()
 			} else {
@@ -119,6 +136,8 @@ func (f *forwarder) forward(ctx *fasthttp.RequestCtx, auctionID, bidder int64) (
 		case slow(err):
 			f.forwarded.WithLabelValues("owner_slow").Inc()
 			return true, errOwnerSlow
+		case errors.Is(err, bidgate.ErrOverloaded):
+			return true, err // this node's queue to the owner is full
 		}
 	}
 	f.forwarded.WithLabelValues("failed").Inc()
@@ -137,7 +156,26 @@ func slow(err error) bool {
 	return errors.Is(err, fasthttp.ErrTimeout) || errors.As(err, &timeout) && timeout.Timeout()
 }
 
-func (f *forwarder) send(ctx *fasthttp.RequestCtx, to ring.Member, bidder int64) error {
+// send has the owner to decide the bid of ctx. Bids travel in batches
+// (forward_batch.go); a large body, or an owner that does not take batches,
+// goes in a request of its own.
+func (f *forwarder) send(ctx *fasthttp.RequestCtx, to ring.Member, auctionID, bidder int64) (ownerAnswer, error) {
+	body := ctx.PostBody()
+	if _, single := f.single.Load(to.Name); !single && len(body) <= maxBatchedBody {
+		// The body is read before Do returns: Do waits for the batch's answer.
+		bid := forwardedBid{AuctionID: auctionID, Subject: strconv.FormatInt(bidder, 10),
+			Key: string(ctx.Request.Header.Peek("Idempotency-Key")), Body: body}
+		answer, err := f.batches.Do(context.Background(), laneOf(to, auctionID), bid)
+		if !errors.Is(err, errNoBatchRoute) {
+			return answer, err
+		}
+		f.single.Store(to.Name, true)
+	}
+	return f.sendOne(ctx, to, bidder)
+}
+
+// sendOne forwards the bid of ctx to its owner in a request of its own.
+func (f *forwarder) sendOne(ctx *fasthttp.RequestCtx, to ring.Member, bidder int64) (ownerAnswer, error) {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
@@ -154,22 +192,14 @@ func (f *forwarder) send(ctx *fasthttp.RequestCtx, to ring.Member, bidder int64)
 	err := f.client.Do(req, resp)
 	f.latency.Observe(time.Since(start).Seconds())
 	if err != nil {
-		return err
+		return ownerAnswer{}, err
 	}
 	// An answer the owner did not sign for this very request (a process
 	// that is not a member, a replayed answer) counts as no answer.
 	if !f.signer.verifyAnswer(reqSig, resp) {
-		return errBadAnswer
+		return ownerAnswer{}, errBadAnswer
 	}
-	ctx.SetStatusCode(resp.StatusCode())
-	ctx.Response.Header.SetContentTypeBytes(resp.Header.ContentType())
-	for _, h := range []string{"Retry-After", headerNode} {
-		if v := resp.Header.Peek(h); len(v) > 0 {
-			ctx.Response.Header.SetBytesV(h, v)
-		}
-	}
-	ctx.SetBody(resp.Body())
-	return nil
+	return answerOf(&resp.Header, resp.StatusCode(), resp.Body()), nil
 }
 
 // forwardedKey marks a request that came through the internal endpoint:
@@ -182,18 +212,27 @@ var (
 	errBadSubject = refuse(fasthttp.StatusBadRequest, "bad_subject", "a forwarded bid carries its bidder in "+headerSubject)
 )
 
-// internalBid serves POST /auctions/{id}/bids on the internal endpoint.
+// signedInternal serves next on the internal endpoint only for a request
+// signed with the cluster secret, once, within the window, and one hop
+// away; whatever the answer, it is signed for this request.
+func (s *Server) signedInternal(next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		if err := s.signer.verifyRequest(ctx); err != nil {
+			s.writeError(ctx, refuse(fasthttp.StatusUnauthorized, "bad_signature", "internal request "+err.Error()))
+			return
+		}
+		defer s.signer.signAnswer(string(ctx.Request.Header.Peek(headerSignature)), &ctx.Response)
+		if hop, _ := strconv.Atoi(string(ctx.Request.Header.Peek(headerHop))); hop != 1 {
+			s.writeError(ctx, errBadHop)
+			return
+		}
+		next(ctx)
+	}
+}
+
+// internalBid serves POST /auctions/{id}/bids on the internal endpoint: a
+// bid forwarded alone (signedInternal checked it).
 func (s *Server) internalBid(ctx *fasthttp.RequestCtx) {
-	if err := s.signer.verifyRequest(ctx); err != nil {
-		s.writeError(ctx, refuse(fasthttp.StatusUnauthorized, "bad_signature", "internal request "+err.Error()))
-		return
-	}
-	// Whatever the answer, it is signed for this request.
-	defer s.signer.signAnswer(string(ctx.Request.Header.Peek(headerSignature)), &ctx.Response)
-	if hop, _ := strconv.Atoi(string(ctx.Request.Header.Peek(headerHop))); hop != 1 {
-		s.writeError(ctx, errBadHop)
-		return
-	}
 	// The forwarding node verified the bidder's token and signed the
 	// subject into the request.
 	bidder, err := auth.ParseSubject(string(ctx.Request.Header.Peek(headerSubject)))

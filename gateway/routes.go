@@ -49,10 +49,12 @@ func (s *Server) publicRoutes() *router.Router {
 	return r
 }
 
-// internalRoutes takes only signed bids, forwarded by other nodes.
+// internalRoutes takes only signed bids, forwarded by other nodes: in
+// batches, or one a request (as nodes before batches send them).
 func (s *Server) internalRoutes() *router.Router {
 	r := s.newRouter()
-	r.POST("/auctions/{id}/bids", s.counted("internal_bid", s.internalBid))
+	r.POST("/auctions/{id}/bids", s.counted("internal_bid", s.signedInternal(s.internalBid)))
+	r.POST(forwardPath, s.counted("internal_bids", s.signedInternal(s.internalBids)))
 	return r
 }
 

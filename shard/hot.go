@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"bidgate"
+	"bidgate/internal/batch"
 	"bidgate/persist/pgstore"
 	"bidgate/persist/redisstore"
 )
@@ -18,7 +19,7 @@ import (
 type hot struct {
 	rs      *redisstore.Store
 	db      pgstore.Querier
-	batches *batchers[int64, hotRequest, hotOutcome]
+	batches *batch.Batchers[int64, hotRequest, hotOutcome]
 	cache   *priceCache
 	limiter *limiter
 	metrics *metrics
@@ -39,7 +40,7 @@ type hotOutcome struct {
 }
 
 func (h *hot) placeBid(ctx context.Context, r bidgate.BidRequest, limited bool) (bidgate.BidResult, error) {
-	o, err := h.batches.do(ctx, r.AuctionID, hotRequest{BidRequest: r, limited: limited})
+	o, err := h.batches.Do(ctx, r.AuctionID, hotRequest{BidRequest: r, limited: limited})
 	if err != nil {
 		return bidgate.BidResult{}, err
 	}

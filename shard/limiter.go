@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"bidgate"
+	"bidgate/internal/batch"
 	"bidgate/persist/redisstore"
 )
 
@@ -16,16 +17,16 @@ type limiter struct {
 	rs    *redisstore.Store
 	rate  float64 // tokens per second; 0 or less: no limit
 	burst int
-	lanes *batchers[int, int64, time.Duration]
+	lanes *batch.Batchers[int, int64, time.Duration]
 }
 
 // newLimiter checks rate and burst in Redis, each call bounded by timeout.
 func newLimiter(rs *redisstore.Store, rate float64, burst int, timeout time.Duration) *limiter {
 	l := &limiter{rs: rs, rate: rate, burst: burst}
-	l.lanes = newBatchers(256, 16384, 10*time.Second, func(ctx context.Context, _ int, bidders []int64) ([]time.Duration, error) {
+	l.lanes = batch.New(256, 16384, 10*time.Second, func(ctx context.Context, _ int, bidders []int64) ([]time.Duration, error) {
 		return l.take(ctx, bidders)
 	})
-	l.lanes.timeout = timeout
+	l.lanes.Timeout = timeout
 	return l
 }
 
@@ -36,7 +37,7 @@ func (l *limiter) allow(ctx context.Context, bidder int64) error {
 	if l.off() {
 		return nil
 	}
-	wait, err := l.lanes.do(ctx, redisstore.LaneOf(bidder), bidder)
+	wait, err := l.lanes.Do(ctx, redisstore.LaneOf(bidder), bidder)
 	if err != nil {
 		return err
 	}

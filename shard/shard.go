@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"bidgate"
+	"bidgate/internal/batch"
 	"bidgate/persist/pgstore"
 	"bidgate/persist/redisstore"
 )
@@ -165,9 +166,9 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, cfg Config, reg prometheus
 		storeTimeout: cfg.StoreTimeout,
 	}
 	s.hot = &hot{rs: rs, db: db, cache: cache, limiter: s.limiter, metrics: m, onAccepted: cfg.OnHotAccepted}
-	s.hot.batches = newBatchers(cfg.MaxBatch, cfg.MaxQueue, cfg.BatchIdle, s.hot.runBatch)
-	s.hot.batches.observe = func(n int) { m.batchSize.Observe(float64(n)) }
-	s.hot.batches.timeout = cfg.StoreTimeout
+	s.hot.batches = batch.New(cfg.MaxBatch, cfg.MaxQueue, cfg.BatchIdle, s.hot.runBatch)
+	s.hot.batches.Observe = func(n int) { m.batchSize.Observe(float64(n)) }
+	s.hot.batches.Timeout = cfg.StoreTimeout
 	return s
 }
 

@@ -1,4 +1,4 @@
-package shard
+package batch
 
 import (
 	"context"
@@ -17,7 +17,7 @@ func TestBatcherGathersWaitingRequests(t *testing.T) {
 	release, running := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	var sizes []int
-	b := newBatchers(64, 100, time.Minute, func(_ context.Context, _ int, reqs []int) ([]int, error) {
+	b := New(64, 100, time.Minute, func(_ context.Context, _ int, reqs []int) ([]int, error) {
 		mu.Lock()
 		sizes = append(sizes, len(reqs))
 		first := len(sizes) == 1
@@ -36,7 +36,7 @@ func TestBatcherGathersWaitingRequests(t *testing.T) {
 	results := make([]int, 11)
 	do := func(i int) {
 		defer wg.Done()
-		v, err := b.do(context.Background(), 1, i)
+		v, err := b.Do(context.Background(), 1, i)
 		if err != nil {
 			t.Error(err)
 		}
@@ -64,7 +64,7 @@ func TestBatcherGathersWaitingRequests(t *testing.T) {
 
 // waitQueued waits until key's queue holds n requests. Nothing announces
 // that a caller has queued (do then blocks on its answer), so this polls.
-func waitQueued[K comparable, Req, Res any](t *testing.T, b *batchers[K, Req, Res], key K, n int) {
+func waitQueued[K comparable, Req, Res any](t *testing.T, b *Batchers[K, Req, Res], key K, n int) {
 	t.Helper()
 	eventually(t, 5*time.Second, fmt.Sprintf("%d requests queued under %v", n, key), func() (int, bool) {
 		b.mu.Lock()
@@ -98,7 +98,7 @@ func awaitClosed(t testing.TB, ch <-chan struct{}, what string) {
 func TestBatcherFullQueueIsOverloaded(t *testing.T) {
 	release, running := make(chan struct{}), make(chan struct{})
 	var calls atomic.Int32
-	b := newBatchers(1, 2, time.Minute, func(_ context.Context, _ int, reqs []int) ([]int, error) {
+	b := New(1, 2, time.Minute, func(_ context.Context, _ int, reqs []int) ([]int, error) {
 		if calls.Add(1) == 1 {
 			close(running)
 		}
@@ -110,7 +110,7 @@ func TestBatcherFullQueueIsOverloaded(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := b.do(context.Background(), 1, i); err != nil {
+			if _, err := b.Do(context.Background(), 1, i); err != nil {
 				t.Errorf("request %d: %v", i, err)
 			}
 		}()
@@ -119,7 +119,7 @@ func TestBatcherFullQueueIsOverloaded(t *testing.T) {
 		}
 	}
 	waitQueued(t, b, 1, 2)
-	if _, err := b.do(context.Background(), 1, 99); !errors.Is(err, bidgate.ErrOverloaded) {
+	if _, err := b.Do(context.Background(), 1, 99); !errors.Is(err, bidgate.ErrOverloaded) {
 		t.Fatalf("full queue: %v, want ErrOverloaded", err)
 	}
 	close(release)
@@ -129,7 +129,7 @@ func TestBatcherFullQueueIsOverloaded(t *testing.T) {
 // With an idle time of almost nothing the goroutines exit all the time;
 // no request may be stranded in a queue whose reader has gone.
 func TestBatcherExitNeverStrandsARequest(t *testing.T) {
-	b := newBatchers(8, 1000, time.Microsecond, func(_ context.Context, _ int, reqs []int) ([]int, error) {
+	b := New(8, 1000, time.Microsecond, func(_ context.Context, _ int, reqs []int) ([]int, error) {
 		return reqs, nil
 	})
 	var wg sync.WaitGroup
@@ -139,7 +139,7 @@ func TestBatcherExitNeverStrandsARequest(t *testing.T) {
 			defer wg.Done()
 			for i := range 2000 {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				v, err := b.do(ctx, g%3, i)
+				v, err := b.Do(ctx, g%3, i)
 				cancel()
 				if err != nil || v != i {
 					t.Errorf("request %d: %d, %v", i, v, err)
@@ -147,6 +147,49 @@ func TestBatcherExitNeverStrandsARequest(t *testing.T) {
 				}
 			}
 		}()
+	}
+	wg.Wait()
+}
+
+// With InFlight 2 a key has two calls at once; what arrives while both are
+// busy waits and goes in one batch.
+func TestBatcherRunsInFlightCallsAtOnce(t *testing.T) {
+	release, started := make(chan struct{}), make(chan int, 10)
+	b := New(64, 100, time.Minute, func(_ context.Context, _ int, reqs []int) ([]int, error) {
+		started <- len(reqs)
+		<-release
+		return reqs, nil
+	})
+	b.InFlight = 2
+	var wg sync.WaitGroup
+	do := func(i int) {
+		wg.Go(func() {
+			if v, err := b.Do(context.Background(), 1, i); err != nil || v != i {
+				t.Errorf("request %d: %d, %v", i, v, err)
+			}
+		})
+	}
+	call := func(what string) int {
+		t.Helper()
+		select {
+		case n := <-started:
+			return n
+		case <-time.After(10 * time.Second):
+			t.Fatalf("gave up after 10s waiting for %s", what)
+			return 0
+		}
+	}
+	do(0)
+	call("the first call")
+	do(1)
+	call("a second call while the first is in flight")
+	for i := 2; i <= 6; i++ {
+		do(i)
+	}
+	waitQueued(t, b, 1, 4) // the loop holds the fifth, waiting for a call to end
+	close(release)
+	if n := call("the batch of the waiting requests"); n != 5 {
+		t.Fatalf("a batch of %d, want the 5 that waited", n)
 	}
 	wg.Wait()
 }

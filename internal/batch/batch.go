@@ -1,25 +1,35 @@
-package shard
+// Package batch gathers concurrent requests for the same key into one call:
+// the hot bids of one auction into one script call, the token takes of one
+// lane, the bids one node forwards to another.
+package batch
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
 	"bidgate"
 )
 
-// batchers runs one goroutine per key (a hot auction, say) that takes
+// Batchers runs one goroutine per key (a hot auction, say) that takes
 // whatever requests are waiting for that key, up to maxBatch, and decides
 // them with one call of run. There is no artificial delay: a lone request
 // goes out at once, and requests that arrive while a call is in flight form
 // the next batch. A goroutine exits after idle time with nothing queued.
-type batchers[K comparable, Req, Res any] struct {
+type Batchers[K comparable, Req, Res any] struct {
 	run      func(ctx context.Context, key K, reqs []Req) ([]Res, error)
 	maxBatch int
 	maxQueue int
 	idle     time.Duration
-	timeout  time.Duration  // of one run call
-	observe  func(size int) // batch size, for metrics; may be nil
+	// Timeout bounds one run call (5 s unless set before the first Do).
+	Timeout time.Duration
+	// Observe, if set, is told each batch's size (for metrics).
+	Observe func(size int)
+	// InFlight is how many calls of run one key may have at once (1
+	// unless set before the first Do): a batch forms while they are all
+	// busy. Beyond 1, batches of a key are not decided in order.
+	InFlight int
 
 	mu     sync.Mutex
 	queues map[K]chan call[Req, Res]
@@ -35,15 +45,18 @@ type outcome[Res any] struct {
 	err error
 }
 
-func newBatchers[K comparable, Req, Res any](maxBatch, maxQueue int, idle time.Duration,
-	run func(context.Context, K, []Req) ([]Res, error)) *batchers[K, Req, Res] {
-	return &batchers[K, Req, Res]{run: run, maxBatch: maxBatch, maxQueue: maxQueue, idle: idle, timeout: 5 * time.Second,
+// New returns Batchers that decide up to maxBatch requests per call of run,
+// queue up to maxQueue per key, and end a key's goroutine after idle.
+func New[K comparable, Req, Res any](maxBatch, maxQueue int, idle time.Duration,
+	run func(context.Context, K, []Req) ([]Res, error)) *Batchers[K, Req, Res] {
+	return &Batchers[K, Req, Res]{run: run, maxBatch: maxBatch, maxQueue: maxQueue, idle: idle, Timeout: 5 * time.Second, InFlight: 1,
 		queues: make(map[K]chan call[Req, Res])}
 }
 
-// do queues req under key and waits for its result. When ctx ends first the
+// Do queues req under key and waits for its result; a full queue is
+// bidgate.ErrOverloaded. When ctx ends first the
 // request may still be decided; with idempotent requests a retry finds out.
-func (b *batchers[K, Req, Res]) do(ctx context.Context, key K, req Req) (Res, error) {
+func (b *Batchers[K, Req, Res]) Do(ctx context.Context, key K, req Req) (Res, error) {
 	c := call[Req, Res]{req: req, done: make(chan outcome[Res], 1)}
 	b.mu.Lock()
 	q, ok := b.queues[key]
@@ -70,11 +83,12 @@ func (b *batchers[K, Req, Res]) do(ctx context.Context, key K, req Req) (Res, er
 	}
 }
 
-func (b *batchers[K, Req, Res]) loop(key K, q chan call[Req, Res]) {
+func (b *Batchers[K, Req, Res]) loop(key K, q chan call[Req, Res]) {
 	timer := time.NewTimer(b.idle)
 	defer timer.Stop()
 	calls := make([]call[Req, Res], 0, b.maxBatch)
 	reqs := make([]Req, 0, b.maxBatch)
+	slots := make(chan struct{}, max(b.InFlight, 1))
 	for {
 		select {
 		case c := <-q:
@@ -92,6 +106,7 @@ func (b *batchers[K, Req, Res]) loop(key K, q chan call[Req, Res]) {
 			timer.Reset(b.idle)
 			continue
 		}
+		slots <- struct{}{} // while every call is busy, the batch grows
 	drain:
 		for len(calls) < b.maxBatch {
 			select {
@@ -101,21 +116,29 @@ func (b *batchers[K, Req, Res]) loop(key K, q chan call[Req, Res]) {
 				break drain
 			}
 		}
-		b.runBatch(key, calls, reqs[:0])
+		if cap(slots) == 1 {
+			b.runBatch(key, calls, reqs[:0])
+			<-slots
+		} else {
+			go func(calls []call[Req, Res]) {
+				b.runBatch(key, calls, make([]Req, 0, len(calls)))
+				<-slots
+			}(slices.Clone(calls))
+		}
 		timer.Reset(b.idle)
 	}
 }
 
-func (b *batchers[K, Req, Res]) runBatch(key K, calls []call[Req, Res], reqs []Req) {
+func (b *Batchers[K, Req, Res]) runBatch(key K, calls []call[Req, Res], reqs []Req) {
 	// Requests whose callers gave up are still decided: they may be retried
 	// with the same key, and the answer must then be the same.
 	for _, c := range calls {
 		reqs = append(reqs, c.req)
 	}
-	if b.observe != nil {
-		b.observe(len(reqs))
+	if b.Observe != nil {
+		b.Observe(len(reqs))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
 	res, err := b.run(ctx, key, reqs)
 	cancel()
 	for i, c := range calls {

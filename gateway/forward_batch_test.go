@@ -1,0 +1,207 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+	"github.com/valyala/fasthttp"
+
+	"bidgate/internal/auth"
+	"bidgate/internal/testdb"
+	"bidgate/internal/testmetrics"
+	"bidgate/internal/testredis"
+	"bidgate/shard"
+)
+
+// Bids forwarded at once to the same owner travel together, and each
+// client gets the owner's answer to its own bid: 200 bids from 20 clients
+// through a node that does not own the auction, each answer checked
+// against its request.
+func TestForwardedBidsTravelInBatches(t *testing.T) {
+	db, _ := testdb.New(t, 16)
+	rdb := testredis.Client(t)
+	n1 := startNode(t, "n1", db, rdb)
+	n2 := startNode(t, "n2", db, rdb, n1.ring.Addr())
+	converge(t, 2, n1, n2)
+	var id int64
+	for id == 0 {
+		a := n1.createAuction(with(validAuction(), "hot", true))
+		if owner, ok := n1.ring.Owner(a); ok && owner.ID == "n2" {
+			id = a
+		}
+	}
+	const clients, each = 20, 10
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			for i := range each {
+				bidder := int64(100*(c+1) + i)
+				max := decimal.NewFromInt(100000 + bidder)
+				r := n1.bid(bidder, id, uuid.NewString(), map[string]any{"maxAmount": max})
+				// Its own answer: accepted with its bidder and maximum, or
+				// refused with a minimum above its maximum.
+				var ok bool
+				switch r.status {
+				case 201:
+					ok = r.body["bidderId"] == float64(bidder) && r.body["maxAmount"] == max.StringFixed(2)
+				case 409:
+					minimum, err := decimal.NewFromString(fmt.Sprint(r.body["minimumBid"]))
+					ok = err == nil && minimum.GreaterThan(max)
+				}
+				if !ok {
+					t.Errorf("bid by %d up to %s: %d %s: not the answer to this bid", bidder, max, r.status, r.raw)
+					return
+				}
+				if got := r.header.Get(headerNode); got != "n2" {
+					t.Errorf("bid by %d decided by %q, want the owner n2", bidder, got)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	bids, batches := testmetrics.Histogram(t, n1.reg, "bidgate_forward_batch_size")
+	if bids != clients*each || batches >= bids {
+		t.Fatalf("%v bids forwarded in %v requests: want all %d, fewer requests than bids", bids, batches, clients*each)
+	}
+}
+
+// The batch route takes only batches signed with the cluster secret, once,
+// and decides each bid as the single route would: the signed subject is
+// the bidder, a bid that names another is refused, each answer in order.
+func TestInternalBatchNeedsTheSignature(t *testing.T) {
+	db, _ := testdb.New(t, 8)
+	n := startNode(t, "solo", db, testredis.Client(t))
+	id := n.createAuction(validAuction())
+	inner := &testServer{t: t, base: "http://" + n.inner.Addr().String()}
+	ts := fmt.Sprint(time.Now().Unix())
+	nonces := 0
+	signed := func(secret []byte, body string) []string {
+		nonces++
+		nonce := fmt.Sprintf("%032x", nonces)
+		return []string{headerHop, "1", headerTimestamp, ts, headerNonce, nonce,
+			headerSignature, sign(secret, "POST", forwardPath, "", ts, nonce, "", []byte(body))}
+	}
+	other := n.createAuction(validAuction())
+	bidOn := func(auction int64, subject, body string) string {
+		return fmt.Sprintf(`{"auctionId":%d,"subject":%q,"idempotencyKey":%q,"body":%s}`, auction, subject, uuid.NewString(), body)
+	}
+	bid := func(subject, body string) string { return bidOn(id, subject, body) }
+	batch := func(bids ...string) string { return `{"bids":[` + strings.Join(bids, ",") + `]}` }
+	tooMany := make([]string, 4*maxForwardBatch+1)
+	for i := range tooMany {
+		tooMany[i] = bid("1", `{"amount":2000}`)
+	}
+	one := batch(bid("1", `{"amount":2000}`))
+	cases := []struct {
+		name   string
+		header []string
+		body   string
+		status int
+		code   string
+	}{
+		{"no signature", []string{headerHop, "1"}, one, 401, "bad_signature"},
+		{"wrong secret", signed([]byte("other"), one), one, 401, "bad_signature"},
+		{"signature of another body", signed(clusterSecret, batch()), one, 401, "bad_signature"},
+		{"user token instead of a signature", as(t, 1, auth.ScopeBid), one, 401, "bad_signature"},
+		{"no hop", signed(clusterSecret, one)[2:], one, 400, "bad_hop"},
+		{"empty batch", signed(clusterSecret, batch()), batch(), 400, "bad_batch"},
+		{"too many bids", signed(clusterSecret, batch(tooMany...)), batch(tooMany...), 400, "bad_batch"},
+		{"unknown member", signed(clusterSecret, `{"bids":[],"x":1}`), `{"bids":[],"x":1}`, 400, "malformed_json"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			wantProblem(t, inner.do("POST", forwardPath, c.body, c.header...), c.status, c.code)
+		})
+	}
+	body := batch(bid("77", `{"amount":2000}`), bid("01", `{"amount":2100}`), bid("1", `{"bidderId":2,"amount":2200}`),
+		bid("78", `{"amount":"x"}`), bidOn(other, "79", `{"amount":2300}`))
+	valid := signed(clusterSecret, body)
+	r := inner.do("POST", forwardPath, body, valid...)
+	if got, want := r.header.Get(headerAnswerSig), sign(clusterSecret, valid[7], "200", []byte(r.raw)); r.status != 200 || got != want {
+		t.Fatalf("valid batch: %d %s, answer signature %q, want 200 signed %q", r.status, r.raw, got, want)
+	}
+	var out ownerAnswers
+	if err := json.Unmarshal([]byte(r.raw), &out); err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		status int
+		code   string
+	}{{201, ""}, {400, "bad_subject"}, {403, "subject_mismatch"}, {400, "invalid_amount"}, {201, ""}}
+	if len(out.Answers) != len(want) {
+		t.Fatalf("%d answers to %d bids: %s", len(out.Answers), len(want), r.raw)
+	}
+	for i, w := range want {
+		a := out.Answers[i]
+		var got struct {
+			Code     string `json:"code"`
+			BidderID int64  `json:"bidderId"`
+		}
+		if err := json.Unmarshal(a.Body, &got); err != nil {
+			t.Fatal(err)
+		}
+		if a.Status != w.status || got.Code != w.code {
+			t.Fatalf("answer %d: %d %s, want %d %q", i, a.Status, a.Body, w.status, w.code)
+		}
+		if w.status == 201 && (a.Node != "solo" || a.ContentType != "application/json") {
+			t.Fatalf("answer %d: node %q, content type %q", i, a.Node, a.ContentType)
+		}
+	}
+	// The same signed batch again, within the window: refused, once only.
+	wantProblem(t, inner.do("POST", forwardPath, body, valid...), 401, "bad_signature")
+}
+
+// A node of an older version has no batch route: its bids go one request
+// each, and it stays on the ring.
+func TestOwnerWithoutBatchesGetsSingleBids(t *testing.T) {
+	owner := newSigner(clusterSecret, nil)
+	paths := make(chan string, 10)
+	addr, requests := fakeOwner(t, func(ctx *fasthttp.RequestCtx) {
+		paths <- string(ctx.Path())
+		if string(ctx.Path()) == forwardPath {
+			ctx.SetStatusCode(404)
+			ctx.SetContentType("application/problem+json")
+			ctx.SetBodyString(`{"type":"about:blank","title":"Not Found","status":404,"code":"route_not_found","detail":"no such route"}`)
+			return
+		}
+		if err := owner.verifyRequest(ctx); err != nil {
+			t.Errorf("single bid: %v", err)
+		}
+		ctx.SetStatusCode(201)
+		ctx.SetContentType("application/json")
+		ctx.Response.Header.Set(headerNode, "old")
+		ctx.SetBodyString(fmt.Sprintf(`{"auctionId":%s,"bidderId":42,"kind":"straight","amount":"2000.00","leading":true,`+
+			`"currentPrice":"2000.00","requestId":%q,"acceptedAt":"2026-12-05T12:00:00Z","endTime":"2026-12-05T13:00:00Z","seq":1}`,
+			strings.Split(string(ctx.Path()), "/")[2], ctx.Request.Header.Peek("Idempotency-Key")))
+		owner.signAnswer(string(ctx.Request.Header.Peek(headerSignature)), &ctx.Response)
+	})
+	cluster := stubCluster{owner: shardMember("old", addr, true), self: shardMember("new", "", true), rejected: make(chan string, 1)}
+	s, _ := startGateway(t, Config{NodeID: "new", Cluster: cluster, ClusterSecret: clusterSecret},
+		shard.Config{RateLimit: -1, PromoteRate: -1})
+	id := s.createAuction(validAuction())
+	for i := range 2 {
+		r := s.do("POST", fmt.Sprintf("/auctions/%d/bids", id), map[string]any{"amount": 2000},
+			append([]string{"Idempotency-Key", uuid.NewString()}, as(t, 42, auth.ScopeBid)...)...)
+		if r.status != 201 || r.header.Get(headerNode) != "old" {
+			t.Fatalf("bid %d: %d %s (node %q), want 201 from the older owner", i, r.status, r.raw, r.header.Get(headerNode))
+		}
+	}
+	if n := requests.Load(); n != 3 {
+		t.Fatalf("the older owner got %d requests, want 3 (one batch refused, then two single bids)", n)
+	}
+	for _, want := range []string{forwardPath, fmt.Sprintf("/auctions/%d/bids", id), fmt.Sprintf("/auctions/%d/bids", id)} {
+		if got := <-paths; got != want {
+			t.Fatalf("the older owner was sent %s, want %s", got, want)
+		}
+	}
+	if len(cluster.rejected) != 0 {
+		t.Fatal("an owner without the batch route was rejected from the ring")
+	}
+}
