@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
+	"bidgate/internal/await"
 	"bidgate/internal/testmetrics"
 	"bidgate/persist"
 	"bidgate/persist/kafka"
@@ -161,7 +163,11 @@ func TestReconcilerReportsLostBids(t *testing.T) {
 func TestReconcilerRacedByAnotherWriterReportsNoLoss(t *testing.T) {
 	p := newPipeline(t)
 	a := p.hotAuction()
-	p.bid(a.ID, 20, 100)
+	// Rising bids from many goroutines: some arrive after a higher one and
+	// are refused, so bid until more than 10 are in the log.
+	for accepted, from := 0, int64(100); accepted <= 10; from += 20 {
+		accepted += len(p.bid(a.ID, 20, from))
+	}
 	reg := prometheus.NewRegistry()
 	r := persist.NewReconciler(p.db, p.rdb, persist.ReconcilerConfig{RepairAfter: time.Hour}, reg)
 	persist.SetAfterPositions(r, func() {
@@ -318,4 +324,49 @@ func TestLogReadersWaitForReplicas(t *testing.T) {
 	if want := map[bool]int{true: len(accepted), false: 0}[cluster]; rows != want {
 		t.Fatalf("%d bids in PostgreSQL, want %d", rows, want)
 	}
+}
+
+// Reconcilers take turns: while one holds the lease the other runs no pass
+// and reports 0; when the holder stops, the other takes over at once (the
+// lease is given up, not left to expire) and repairs what Kafka lost.
+func TestReconcilersTakeTurns(t *testing.T) {
+	p := newPipeline(t)
+	a := p.hotAuction()
+	cfg := persist.ReconcilerConfig{Interval: 5 * time.Millisecond, RepairAfter: time.Nanosecond, Lease: time.Minute}
+	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
+	stopA := p.run(persist.NewReconciler(p.db, p.rdb, cfg, regA).Run)
+	awaitMetric(t, regA, "bidgate_reconciler_lease_held", 1)
+	p.run(persist.NewReconciler(p.db, p.rdb, cfg, regB).Run)
+
+	first := p.bid(a.ID, 100, 100) // never relayed: only a reconciler writes them
+	awaitMetric(t, regA, "bidgate_reconciler_repaired_bids_total", float64(len(first)))
+	for _, m := range []string{"bidgate_reconciler_lease_held", "bidgate_reconciler_repaired_bids_total", "bidgate_unpersisted_bids"} {
+		if v := testmetrics.Value(t, regB, m); v != 0 {
+			t.Fatalf("the reconciler without the lease: %s = %v, want 0", m, v)
+		}
+	}
+
+	stopA()
+	second := p.bid(a.ID, 100, 1000)
+	awaitMetric(t, regB, "bidgate_reconciler_repaired_bids_total", float64(len(second)))
+	if v := testmetrics.Value(t, regB, "bidgate_reconciler_lease_held"); v != 1 {
+		t.Fatalf("the reconciler that took over: lease held %v", v)
+	}
+	if v := testmetrics.Value(t, regA, "bidgate_reconciler_repaired_bids_total"); v != float64(len(first)) {
+		t.Fatalf("the stopped reconciler repaired %v bids, want %d", v, len(first))
+	}
+	all := first
+	for k := range second {
+		all[k] = true
+	}
+	p.checkSame(a, all)
+}
+
+// awaitMetric waits until reg's metric name reads want.
+func awaitMetric(t *testing.T, reg *prometheus.Registry, name string, want float64) {
+	t.Helper()
+	await.Until(t, 20*time.Second, fmt.Sprintf("%s = %v", name, want), nil, func() (float64, bool) {
+		v := testmetrics.Value(t, reg, name)
+		return v, v == want
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,6 +32,9 @@ type ReconcilerConfig struct {
 	RepairAfter time.Duration
 	Batch       int           // log entries read per auction per step
 	Linger      time.Duration // how long after closing an auction is still checked
+	// Lease is how long a reconciler keeps the cluster's passes after its
+	// last one: one runs them at a time, another takes over after this.
+	Lease time.Duration
 	// Replication, when it asks for replicas (--redis-wait-replicas),
 	// makes the reconciler hand on only log entries the replicas hold: an entry
 	// whose batch was never acknowledged is gone after a failover.
@@ -42,7 +46,7 @@ type ReconcilerConfig struct {
 // defaults: NewReconciler fills a zero field from it.
 func DefaultReconcilerConfig() ReconcilerConfig {
 	return ReconcilerConfig{Interval: time.Second, RepairAfter: 10 * time.Second, Batch: 1000, Linger: time.Hour,
-		Log: slog.Default()}
+		Lease: 5 * time.Second, Log: slog.Default()}
 }
 
 // withDefaults returns c with every zero field taken from
@@ -53,6 +57,7 @@ func (c ReconcilerConfig) withDefaults() ReconcilerConfig {
 	c.RepairAfter = cmp.Or(c.RepairAfter, d.RepairAfter)
 	c.Batch = cmp.Or(c.Batch, d.Batch)
 	c.Linger = cmp.Or(c.Linger, d.Linger)
+	c.Lease = cmp.Or(c.Lease, d.Lease)
 	c.Log = cmp.Or(c.Log, d.Log)
 	return c
 }
@@ -68,12 +73,17 @@ func (c ReconcilerConfig) withDefaults() ReconcilerConfig {
 // PostgreSQL, and the age of the oldest: what an operator alerts on.
 //
 // Any number of reconcilers may run at once: writes go through WriteHotBids,
-// which skips bids already there and serializes per auction.
+// which skips bids already there and serializes per auction. Run still
+// makes them take turns (a lease in Redis): each pass reads every hot
+// auction's log, and three nodes reading the same logs cost three times
+// the CPU for nothing.
 type Reconciler struct {
 	db      *pgxpool.Pool
 	store   *pgstore.Store
 	rdb     *redisstore.Store
 	cfg     ReconcilerConfig
+	holder  string // this reconciler, as the lease names it
+	lease   string // the lease of the passes
 	metrics *reconcilerMetrics
 	// conflictLog says at most once a minute that rows disagree with the
 	// logs: the gauge tells how many, every pass.
@@ -86,19 +96,50 @@ type Reconciler struct {
 // NewReconciler returns a Reconciler with metrics on reg.
 func NewReconciler(db *pgxpool.Pool, rdb redis.UniversalClient, cfg ReconcilerConfig, reg prometheus.Registerer) *Reconciler {
 	cfg = cfg.withDefaults()
-	return &Reconciler{db: db, store: &pgstore.Store{DB: db}, rdb: redisstore.NewReplicated(rdb, cfg.Replication), cfg: cfg, metrics: newReconcilerMetrics(reg),
-		conflictLog: rate.Sometimes{Interval: time.Minute}}
+	return &Reconciler{db: db, store: &pgstore.Store{DB: db}, rdb: redisstore.NewReplicated(rdb, cfg.Replication), cfg: cfg,
+		holder: uuid.NewString(), lease: leaseOf(db), metrics: newReconcilerMetrics(reg), conflictLog: rate.Sometimes{Interval: time.Minute}}
+}
+
+// leaseOf names the lease of the reconcilers' passes on db: one per
+// database, so that deployments (and test stacks) that share a Redis do
+// not share it.
+func leaseOf(db *pgxpool.Pool) string {
+	c := db.Config().ConnConfig
+	return fmt.Sprintf("reconciler:%s:%d/%s", c.Host, c.Port, c.Database)
 }
 
 // Run reconciles until ctx ends, then returns nil; failures back off and
-// retry.
+// retry. It runs a pass only while it holds the reconcilers' lease (taken
+// or renewed before each pass); without it the gauges read 0 (the holder
+// reports the whole: alert on max), and it gives the lease up on return.
 func (r *Reconciler) Run(ctx context.Context) error {
+	defer r.release()
 	loop := retry.Loop{Task: "reconcile hot bids", Interval: r.cfg.Interval, Log: r.cfg.Log,
 		OnError: func(error) { r.metrics.errors.Inc() }}
 	return loop.Run(ctx, func(ctx context.Context) (bool, error) {
+		held, err := r.rdb.HoldLease(ctx, r.lease, r.holder, r.cfg.Lease)
+		if err != nil {
+			return false, err
+		}
+		if !held {
+			r.metrics.holder.Set(0)
+			r.metrics.observe(Reconciliation{})
+			return false, nil
+		}
+		r.metrics.holder.Set(1)
 		res, err := r.ReconcileOnce(ctx)
 		return res.Repaired > 0 || res.TrimBacklog, err
 	})
+}
+
+// release gives the lease up, so that another reconciler goes on at once.
+func (r *Reconciler) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := r.rdb.ReleaseLease(ctx, r.lease, r.holder); err != nil {
+		r.cfg.Log.Warn("reconciler: give the lease up (another takes it when it expires)", "err", err)
+	}
+	r.metrics.holder.Set(0)
 }
 
 // Reconciliation is what one pass found and did.
@@ -380,6 +421,7 @@ func (r *Reconciler) record(ctx context.Context, heads []*logHead) error {
 type reconcilerMetrics struct {
 	unpersisted, oldest, missing prometheus.Gauge
 	conflicting                  prometheus.Gauge
+	holder                       prometheus.Gauge // 1 while this reconciler holds the lease
 	repaired, errors             prometheus.Counter
 }
 
@@ -387,13 +429,15 @@ func newReconcilerMetrics(reg prometheus.Registerer) *reconcilerMetrics {
 	f := promauto.With(reg)
 	m := &reconcilerMetrics{
 		unpersisted: f.NewGauge(prometheus.GaugeOpts{
-			Name: "bidgate_unpersisted_bids", Help: "Hot bids accepted in Redis and not yet in PostgreSQL, over all hot auctions (every reconciler reports the whole; alert on max)."}),
+			Name: "bidgate_unpersisted_bids", Help: "Hot bids accepted in Redis and not yet in PostgreSQL, over all hot auctions (the reconciler that holds the lease reports the whole, the others 0; alert on max)."}),
 		oldest: f.NewGauge(prometheus.GaugeOpts{
 			Name: "bidgate_unpersisted_oldest_seconds", Help: "Age, in Redis time, of the oldest hot bid not yet in PostgreSQL."}),
 		missing: f.NewGauge(prometheus.GaugeOpts{
 			Name: "bidgate_unpersisted_lost_bids", Help: "Accepted hot bids neither in PostgreSQL nor in the Redis log any more: lost (should always be 0)."}),
 		conflicting: f.NewGauge(prometheus.GaugeOpts{
 			Name: "bidgate_reconciler_conflicting_bids", Help: "Hot bids in PostgreSQL that are not the bid the Redis log holds for their seq, as the last pass found: the log is kept past them (should always be 0)."}),
+		holder: f.NewGauge(prometheus.GaugeOpts{
+			Name: "bidgate_reconciler_lease_held", Help: "1 while this node's reconciler holds the lease and runs the passes (one node of the cluster at a time)."}),
 		repaired: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_reconciler_repaired_bids_total", Help: "Hot bids the reconciler wrote to PostgreSQL from the Redis logs (Kafka lost or delayed them)."}),
 		errors: f.NewCounter(prometheus.CounterOpts{

@@ -20,7 +20,9 @@
 //
 // and its state updates go out on the sharded channel auction:{id}:updates.
 // A user's notices go out on user:{id}:notices, and user:{id}:listening
-// (expiring) says they are connected to /ws/me somewhere.
+// (expiring) says they are connected to /ws/me somewhere. lease:<name>
+// (expiring) names the process that does work one process at a time is
+// enough for (the reconciler's passes).
 //
 // Amounts are integer cents and times Unix microseconds of Redis TIME.
 package redisstore
