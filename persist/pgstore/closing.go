@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/shopspring/decimal"
 
 	"bidgate"
@@ -81,10 +82,10 @@ func (s *Store) oweCloseNotices(ctx context.Context, closed []Closed) error {
 		return nil
 	}
 	ids, winners := make([]int64, len(closed)), make([]int64, len(closed))
-	prices, at := make([]decimal.Decimal, len(closed)), make([]time.Time, len(closed))
+	prices, at := make([]pgtype.Numeric, len(closed)), make([]time.Time, len(closed))
 	for i, c := range closed {
 		e := c.Event()
-		ids[i], prices[i], at[i] = c.ID, c.Price, c.ClosedAt
+		ids[i], prices[i], at[i] = c.ID, numeric(c.Price), c.ClosedAt
 		if e.WinnerID != nil {
 			winners[i] = *e.WinnerID
 		}

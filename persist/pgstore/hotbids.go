@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/shopspring/decimal"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"bidgate"
 )
@@ -102,16 +102,17 @@ func WriteHotBids(ctx context.Context, tx pgx.Tx, bids []bidgate.BidAccepted) (p
 	return positions, inserted, nil
 }
 
-// bidColumns holds a batch column by column, for unnest.
+// bidColumns holds a batch column by column, for unnest (amounts as
+// numeric makes them).
 type bidColumns struct {
 	auction, bidder, seq []int64
-	amount               []decimal.Decimal
+	amount               []pgtype.Numeric
 	request              []uuid.UUID
 	accepted, end        []time.Time
 	kind                 []string
-	max                  []decimal.NullDecimal
-	outbid               []int64               // 0: the row replaced no leader
-	outbidMax            []decimal.NullDecimal // the replaced leader's maximum
+	max                  []pgtype.Numeric // not Valid: NULL
+	outbid               []int64          // 0: the row replaced no leader
+	outbidMax            []pgtype.Numeric // the replaced leader's maximum
 }
 
 func (c *bidColumns) add(b bidgate.BidAccepted) error {
@@ -127,25 +128,27 @@ func (c *bidColumns) add(b bidgate.BidAccepted) error {
 		return err
 	}
 	c.auction, c.bidder, c.seq = append(c.auction, b.AuctionID), append(c.bidder, b.BidderID), append(c.seq, b.Seq)
-	c.amount, c.request = append(c.amount, amount), append(c.request, req)
+	c.amount, c.request = append(c.amount, numeric(amount)), append(c.request, req)
 	c.accepted, c.end = append(c.accepted, b.AcceptedAt), append(c.end, b.EndTime)
-	kind, max := b.Kind, decimal.NullDecimal{}
+	kind, max := b.Kind, pgtype.Numeric{}
 	if kind == "" {
 		kind = bidgate.KindStraight
 	}
 	if kind == bidgate.KindProxy {
-		if max.Decimal, err = bidgate.ParseMoney(b.MaxAmount); err != nil {
+		m, err := bidgate.ParseMoney(b.MaxAmount)
+		if err != nil {
 			return err
 		}
-		max.Valid = true
+		max = numeric(m)
 	}
 	c.kind, c.max = append(c.kind, string(kind)), append(c.max, max)
-	outbidMax := decimal.NullDecimal{}
+	outbidMax := pgtype.Numeric{}
 	if b.Outbid != 0 {
-		if outbidMax.Decimal, err = bidgate.ParseMoney(b.OutbidMax); err != nil {
+		m, err := bidgate.ParseMoney(b.OutbidMax)
+		if err != nil {
 			return err
 		}
-		outbidMax.Valid = true
+		outbidMax = numeric(m)
 	}
 	c.outbid, c.outbidMax = append(c.outbid, b.Outbid), append(c.outbidMax, outbidMax)
 	return nil

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/shopspring/decimal"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"bidgate"
 )
@@ -28,7 +28,7 @@ func StoreNotices(ctx context.Context, tx pgx.Tx, notices []bidgate.Notice) (map
 	n := len(notices)
 	ids, users, types := make([]string, n), make([]int64, n), make([]string, n)
 	auctions, titles := make([]int64, n), make([]string, n)
-	prices, maxes, at := make([]decimal.Decimal, n), make([]decimal.NullDecimal, n), make([]time.Time, n)
+	prices, maxes, at := make([]pgtype.Numeric, n), make([]pgtype.Numeric, n), make([]time.Time, n) // a max not Valid: NULL
 	for i, x := range notices {
 		price, err := bidgate.ParseMoney(x.Price)
 		if err != nil {
@@ -39,9 +39,9 @@ func StoreNotices(ctx context.Context, tx pgx.Tx, notices []bidgate.Notice) (map
 			if err != nil {
 				return nil, fmt.Errorf("notice %s: maxAmount: %w", x.ID, err)
 			}
-			maxes[i] = decimal.NewNullDecimal(max)
+			maxes[i] = numeric(max)
 		}
-		ids[i], users[i], types[i], auctions[i], titles[i], prices[i], at[i] = x.ID, x.UserID, string(x.Type), x.AuctionID, x.Title, price, x.At
+		ids[i], users[i], types[i], auctions[i], titles[i], prices[i], at[i] = x.ID, x.UserID, string(x.Type), x.AuctionID, x.Title, numeric(price), x.At
 	}
 	if _, err := tx.Exec(ctx, lockNoticesSQL); err != nil {
 		return nil, fmt.Errorf("lock the notices: %w", err)
