@@ -46,23 +46,43 @@ func (l *listener) listen(ctx context.Context) {
 	l.conn = conn
 }
 
-// wait returns on a notification, after d, or when ctx is done.
-func (l *listener) wait(ctx context.Context, d time.Duration) {
+// wait returns on a notification, after d, or when ctx is done; it reports
+// whether a notification came.
+func (l *listener) wait(ctx context.Context, d time.Duration) bool {
 	l.listen(ctx)
 	if l.conn == nil {
 		retry.Sleep(ctx, d)
-		return
+		return false
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	_, err := l.conn.Conn().WaitForNotification(waitCtx)
-	if err == nil || ctx.Err() != nil || pgconn.Timeout(err) {
-		return // a timeout leaves the connection usable
+	if err == nil {
+		return true
+	}
+	if ctx.Err() != nil || pgconn.Timeout(err) {
+		return false // a timeout leaves the connection usable
 	}
 	l.log.Warn("outbox relay lost its LISTEN connection", "err", err)
 	l.conn.Release() // the pool discards a broken connection
 	l.conn = nil
 	retry.Sleep(ctx, d)
+	return false
+}
+
+// gather lets more notifications come for d after one did, then takes all
+// that came: one pass answers them. Each commit that adds outbox rows
+// notifies every relay on every node, and a pass per notification cost
+// more than the rows did.
+func (l *listener) gather(ctx context.Context, d time.Duration) {
+	retry.Sleep(ctx, d)
+	for l.conn != nil && ctx.Err() == nil {
+		// A notification already received returns at once; the first
+		// wait that times out says there are no more.
+		if !l.wait(ctx, time.Millisecond) {
+			return
+		}
+	}
 }
 
 // close stops listening and gives the connection back to the pool, or

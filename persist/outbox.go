@@ -25,8 +25,11 @@ type OutboxConfig struct {
 	Topic        string        // outbox rows relayed, and the Writer's topic
 	BatchSize    int           // rows per WriteMessages call
 	PollInterval time.Duration // longest wait for a notification before polling anyway
-	MinBackoff   time.Duration // first wait after a failure; zero: retry.Backoff's
-	MaxBackoff   time.Duration // cap of the doubling waits; zero: retry.Backoff's
+	// Gather is how long after a notification the relay lets others come
+	// before its pass (one pass for all of them).
+	Gather     time.Duration
+	MinBackoff time.Duration // first wait after a failure; zero: retry.Backoff's
+	MaxBackoff time.Duration // cap of the doubling waits; zero: retry.Backoff's
 	// Signer signs every event with the event-signing key, so that a
 	// consumer holding the public key tells bidgate's events from forged
 	// ones (and cannot forge them). Nil signs nothing.
@@ -37,7 +40,8 @@ type OutboxConfig struct {
 // DefaultOutboxConfig is the one statement of the outbox relay's defaults:
 // NewOutboxRelay fills a zero field from it.
 func DefaultOutboxConfig() OutboxConfig {
-	return OutboxConfig{Topic: bidgate.TopicAuctionClosed, BatchSize: 500, PollInterval: 500 * time.Millisecond, Log: slog.Default()}
+	return OutboxConfig{Topic: bidgate.TopicAuctionClosed, BatchSize: 500, PollInterval: 500 * time.Millisecond, Gather: 20 * time.Millisecond,
+		Log: slog.Default()}
 }
 
 // withDefaults returns c with every zero field taken from
@@ -47,6 +51,7 @@ func (c OutboxConfig) withDefaults() OutboxConfig {
 	c.Topic = cmp.Or(c.Topic, d.Topic)
 	c.BatchSize = cmp.Or(c.BatchSize, d.BatchSize)
 	c.PollInterval = cmp.Or(c.PollInterval, d.PollInterval)
+	c.Gather = cmp.Or(c.Gather, d.Gather)
 	c.Log = cmp.Or(c.Log, d.Log)
 	return c
 }
@@ -72,8 +77,9 @@ func NewOutboxRelay(db *pgxpool.Pool, w Writer, cfg OutboxConfig, reg prometheus
 }
 
 // Run relays until ctx is done, then returns nil. After a full batch it goes
-// on at once; otherwise it waits for a NOTIFY on channel outbox (the closer
-// sends one with every commit) or PollInterval, whichever comes first.
+// on at once; otherwise it waits for a NOTIFY on channel outbox (every
+// commit that adds rows sends one) or PollInterval, whichever comes first,
+// and after a NOTIFY, Gather more for one pass.
 // Failures back off exponentially, from MinBackoff to MaxBackoff.
 func (r *OutboxRelay) Run(ctx context.Context) error {
 	l := &listener{db: r.db, channel: pgstore.OutboxChannel, log: r.cfg.Log}
@@ -83,7 +89,9 @@ func (r *OutboxRelay) Run(ctx context.Context) error {
 		Backoff: retry.Backoff{Min: r.cfg.MinBackoff, Max: r.cfg.MaxBackoff},
 		Idle: func(ctx context.Context) {
 			r.observeBacklog(ctx)
-			l.wait(ctx, r.cfg.PollInterval)
+			if l.wait(ctx, r.cfg.PollInterval) {
+				l.gather(ctx, r.cfg.Gather)
+			}
 		}}
 	return loop.Run(ctx, func(ctx context.Context) (bool, error) {
 		n, err := r.PublishPending(ctx)
@@ -131,6 +139,9 @@ func (r *OutboxRelay) PublishPending(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	r.metrics.published.Add(float64(n))
+	if n > 0 {
+		r.metrics.batch.Observe(float64(n))
+	}
 	return n, nil
 }
 

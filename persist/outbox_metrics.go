@@ -7,6 +7,7 @@ import (
 
 type outboxMetrics struct {
 	published prometheus.Counter
+	batch     prometheus.Histogram // rows per pass that published any
 	failures  *prometheus.CounterVec
 	pending   prometheus.Gauge
 	lag       prometheus.Gauge
@@ -18,6 +19,11 @@ func newOutboxMetrics(reg prometheus.Registerer) *outboxMetrics {
 		published: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_outbox_published_total",
 			Help: "Outbox rows published to Kafka and marked published.",
+		}),
+		batch: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "bidgate_outbox_batch_size",
+			Help:    "Rows published per pass of the outbox relay (passes that found none are not counted).",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 8),
 		}),
 		failures: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "bidgate_outbox_publish_failures_total",
