@@ -160,34 +160,32 @@ func slow(err error) bool {
 // (forward_batch.go); a large body, or an owner that does not take batches,
 // goes in a request of its own.
 func (f *forwarder) send(ctx *fasthttp.RequestCtx, to ring.Member, auctionID, bidder int64) (ownerAnswer, error) {
-	body := ctx.PostBody()
-	if _, single := f.single.Load(to.Name); !single && len(body) <= maxBatchedBody {
-		// The body is read before Do returns: Do waits for the batch's answer.
-		bid := forwardedBid{AuctionID: auctionID, Subject: strconv.FormatInt(bidder, 10),
-			Key: string(ctx.Request.Header.Peek("Idempotency-Key")), Body: body}
-		answer, err := f.batches.Do(context.Background(), laneOf(to, auctionID), bid)
-		if !errors.Is(err, errNoBatchRoute) {
-			return answer, err
-		}
-		f.single.Store(to.Name, true)
+	// The body is read before Do returns: Do waits for the bid's answer.
+	bid := forwardedBid{AuctionID: auctionID, Subject: strconv.FormatInt(bidder, 10),
+		Key: string(ctx.Request.Header.Peek("Idempotency-Key")), Body: ctx.PostBody()}
+	if _, single := f.single.Load(to.Name); single || len(bid.Body) > maxBatchedBody {
+		return f.sendOne(to.InternalAddr, bid)
 	}
-	return f.sendOne(ctx, to, bidder)
+	answer, err := f.batches.Do(context.Background(), laneOf(to, auctionID), bid)
+	if err == nil {
+		err = answer.err
+	}
+	return answer, err
 }
 
-// sendOne forwards the bid of ctx to its owner in a request of its own.
-func (f *forwarder) sendOne(ctx *fasthttp.RequestCtx, to ring.Member, bidder int64) (ownerAnswer, error) {
+// sendOne forwards bid to the owner at addr in a request of its own, to
+// POST /auctions/{id}/bids as the client sent it.
+func (f *forwarder) sendOne(addr string, bid forwardedBid) (ownerAnswer, error) {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
-	req.Header.SetMethodBytes(ctx.Method())
-	req.SetRequestURI("http://" + to.InternalAddr + string(ctx.Path()))
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.SetRequestURI("http://" + addr + "/auctions/" + strconv.FormatInt(bid.AuctionID, 10) + "/bids")
 	req.Header.SetContentType("application/json")
-	key := ctx.Request.Header.Peek("Idempotency-Key")
-	req.Header.SetBytesV("Idempotency-Key", key)
-	req.SetBody(ctx.PostBody())
-	subject := strconv.FormatInt(bidder, 10)
+	req.Header.Set("Idempotency-Key", bid.Key)
+	req.SetBody(bid.Body)
 	req.Header.Set(headerHop, "1")
-	reqSig := f.signer.signRequest(req, subject)
+	reqSig := f.signer.signRequest(req, bid.Subject)
 	start := time.Now()
 	err := f.client.Do(req, resp)
 	f.latency.Observe(time.Since(start).Seconds())

@@ -76,6 +76,9 @@ type ownerAnswer struct {
 	RetryAfter  string         `json:"retryAfter,omitempty"`
 	Node        string         `json:"node,omitempty"`
 	Body        jsontext.Value `json:"body"`
+	// err: the bid went alone after its batch was refused, and its own
+	// request failed (as sendOne fails).
+	err error
 }
 
 func answerOf(h *fasthttp.ResponseHeader, status int, body []byte) ownerAnswer {
@@ -96,18 +99,21 @@ func (a ownerAnswer) writeTo(ctx *fasthttp.RequestCtx) {
 	ctx.SetBody(a.Body)
 }
 
-var (
-	// errNoBatchRoute: the owner answered the batch route with an unsigned
-	// 404, 405 or 413 (a node of an older version, or a smaller body
-	// limit): its bids go one request each.
-	errNoBatchRoute = errors.New("forwarded bids: the owner does not take batches")
-	// errBadBatch: the owner's signed answer does not match the batch.
-	errBadBatch = errors.New("forwarded bids: the owner's answer does not match the batch")
-)
+// errBadBatch: the owner's signed answer does not match the batch.
+var errBadBatch = errors.New("forwarded bids: the owner's answer does not match the batch")
 
 // sendBatch forwards bids to the owner of lane in one signed request and
-// returns its answers in order. Every error concerns the whole batch.
+// returns its answers in order. Every error concerns the whole batch. A
+// lone bid goes to the single route: the batch's envelope would cost more
+// than it saves. An owner that answers the batch route with an unsigned
+// 404, 405 or 413 (a node of an older version, or a smaller body limit)
+// is sent these bids, and all its next ones, one request each, each
+// verified on its own.
 func (f *forwarder) sendBatch(_ context.Context, to forwardLane, bids []forwardedBid) ([]ownerAnswer, error) {
+	if len(bids) == 1 {
+		a, err := f.sendOne(to.addr, bids[0])
+		return []ownerAnswer{a}, err
+	}
 	body, err := json.Marshal(forwardedBids{Bids: bids})
 	if err != nil {
 		return nil, fmt.Errorf("forwarded bids: encode: %w", err)
@@ -131,7 +137,8 @@ func (f *forwarder) sendBatch(_ context.Context, to forwardLane, bids []forwarde
 		switch resp.StatusCode() {
 		case fasthttp.StatusNotFound, fasthttp.StatusMethodNotAllowed, fasthttp.StatusRequestEntityTooLarge:
 			if len(resp.Header.Peek(headerAnswerSig)) == 0 {
-				return nil, errNoBatchRoute // each bid then goes alone, and is verified alone
+				f.single.Store(to.name, true)
+				return f.sendEach(to.addr, bids), nil
 			}
 		}
 		return nil, errBadAnswer
@@ -144,6 +151,21 @@ func (f *forwarder) sendBatch(_ context.Context, to forwardLane, bids []forwarde
 		return nil, errBadBatch
 	}
 	return out.Answers, nil
+}
+
+// sendEach forwards each of bids in a request of its own, all at once.
+func (f *forwarder) sendEach(addr string, bids []forwardedBid) []ownerAnswer {
+	answers := make([]ownerAnswer, len(bids))
+	var wg sync.WaitGroup
+	for i, bid := range bids {
+		wg.Go(func() {
+			a, err := f.sendOne(addr, bid)
+			a.err = err
+			answers[i] = a
+		})
+	}
+	wg.Wait()
+	return answers
 }
 
 // errBatchSize is the internal endpoint's refusal of an empty or oversized batch.

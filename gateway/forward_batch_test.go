@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
 	"github.com/valyala/fasthttp"
 
@@ -16,7 +18,6 @@ import (
 	"bidgate/internal/testdb"
 	"bidgate/internal/testmetrics"
 	"bidgate/internal/testredis"
-	"bidgate/shard"
 )
 
 // Bids forwarded at once to the same owner travel together, and each
@@ -158,8 +159,9 @@ func TestInternalBatchNeedsTheSignature(t *testing.T) {
 	wantProblem(t, inner.do("POST", forwardPath, body, valid...), 401, "bad_signature")
 }
 
-// A node of an older version has no batch route: its bids go one request
-// each, and it stays on the ring.
+// A node of an older version has no batch route: a batch it refuses goes
+// one request per bid, each verified, and so do its next bids; it stays on
+// the ring.
 func TestOwnerWithoutBatchesGetsSingleBids(t *testing.T) {
 	owner := newSigner(clusterSecret, nil)
 	paths := make(chan string, 10)
@@ -177,29 +179,37 @@ func TestOwnerWithoutBatchesGetsSingleBids(t *testing.T) {
 		ctx.SetStatusCode(201)
 		ctx.SetContentType("application/json")
 		ctx.Response.Header.Set(headerNode, "old")
-		ctx.SetBodyString(fmt.Sprintf(`{"auctionId":%s,"bidderId":42,"kind":"straight","amount":"2000.00","leading":true,`+
-			`"currentPrice":"2000.00","requestId":%q,"acceptedAt":"2026-12-05T12:00:00Z","endTime":"2026-12-05T13:00:00Z","seq":1}`,
-			strings.Split(string(ctx.Path()), "/")[2], ctx.Request.Header.Peek("Idempotency-Key")))
+		ctx.SetBodyString(`{"bidderId":` + string(ctx.Request.Header.Peek(headerSubject)) + `}`)
 		owner.signAnswer(string(ctx.Request.Header.Peek(headerSignature)), &ctx.Response)
 	})
 	cluster := stubCluster{owner: shardMember("old", addr, true), self: shardMember("new", "", true), rejected: make(chan string, 1)}
-	s, _ := startGateway(t, Config{NodeID: "new", Cluster: cluster, ClusterSecret: clusterSecret},
-		shard.Config{RateLimit: -1, PromoteRate: -1})
-	id := s.createAuction(validAuction())
-	for i := range 2 {
-		r := s.do("POST", fmt.Sprintf("/auctions/%d/bids", id), map[string]any{"amount": 2000},
-			append([]string{"Idempotency-Key", uuid.NewString()}, as(t, 42, auth.ScopeBid)...)...)
-		if r.status != 201 || r.header.Get(headerNode) != "old" {
-			t.Fatalf("bid %d: %d %s (node %q), want 201 from the older owner", i, r.status, r.raw, r.header.Get(headerNode))
+	f := newForwarder(cluster, newSigner(clusterSecret, nil), 2*time.Second, prometheus.NewRegistry())
+	bids := []forwardedBid{
+		{AuctionID: 7, Subject: "41", Key: uuid.NewString(), Body: []byte(`{"amount":2000}`)},
+		{AuctionID: 7, Subject: "42", Key: uuid.NewString(), Body: []byte(`{"amount":2100}`)},
+	}
+	answers, err := f.sendBatch(context.Background(), laneOf(cluster.owner, 7), bids)
+	if err != nil || len(answers) != 2 {
+		t.Fatalf("batch to an older owner: %d answers, %v", len(answers), err)
+	}
+	for i, a := range answers {
+		if want := `{"bidderId":` + bids[i].Subject + `}`; a.err != nil || a.Status != 201 || a.Node != "old" || string(a.Body) != want {
+			t.Fatalf("bid %d: %d %s from %q (%v), want 201 %s from the older owner", i, a.Status, a.Body, a.Node, a.err, want)
 		}
 	}
 	if n := requests.Load(); n != 3 {
-		t.Fatalf("the older owner got %d requests, want 3 (one batch refused, then two single bids)", n)
+		t.Fatalf("the older owner got %d requests, want 3 (the batch, refused, then each bid)", n)
 	}
-	for _, want := range []string{forwardPath, fmt.Sprintf("/auctions/%d/bids", id), fmt.Sprintf("/auctions/%d/bids", id)} {
-		if got := <-paths; got != want {
-			t.Fatalf("the older owner was sent %s, want %s", got, want)
+	if got := <-paths; got != forwardPath {
+		t.Fatalf("first request to %s, want the batch route", got)
+	}
+	for range 2 {
+		if got := <-paths; got != "/auctions/7/bids" {
+			t.Fatalf("a bid sent alone to %s", got)
 		}
+	}
+	if _, single := f.single.Load("old"); !single {
+		t.Fatal("the older owner is not remembered: its next batches would be refused again")
 	}
 	if len(cluster.rejected) != 0 {
 		t.Fatal("an owner without the batch route was rejected from the ring")
