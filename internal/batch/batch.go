@@ -54,8 +54,8 @@ func New[K comparable, Req, Res any](maxBatch, maxQueue int, idle time.Duration,
 }
 
 // Do queues req under key and waits for its result; a full queue is
-// bidgate.ErrOverloaded. When ctx ends first the
-// request may still be decided; with idempotent requests a retry finds out.
+// bidgate.ErrOverloaded. When ctx ends first the request may still be
+// decided; with idempotent requests a retry finds out.
 func (b *Batchers[K, Req, Res]) Do(ctx context.Context, key K, req Req) (Res, error) {
 	c := call[Req, Res]{req: req, done: make(chan outcome[Res], 1)}
 	b.mu.Lock()
@@ -94,7 +94,7 @@ func (b *Batchers[K, Req, Res]) loop(key K, q chan call[Req, Res]) {
 		case c := <-q:
 			calls = append(calls[:0], c)
 		case <-timer.C:
-			// Exit only if nothing arrived meanwhile; do holds the lock while
+			// Exit only if nothing arrived meanwhile; Do holds the lock while
 			// it queues, so no request is left in a queue without a reader.
 			b.mu.Lock()
 			if len(q) == 0 {
