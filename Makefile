@@ -106,7 +106,7 @@ lint: check-file-sizes lint-openapi lint-asyncapi lint-typescript
 
 ## lint-openapi: the OpenAPI documents (gateway/openapi) through Redocly's recommended rules, every warning an error (needs Node.js 20.19+ and npx)
 lint-openapi:
-	$(REDOCLY) lint --config gateway/openapi/redocly.yaml gateway/openapi/public.json gateway/openapi/admin.json
+	$(REDOCLY) lint --config gateway/openapi/redocly.yaml gateway/openapi/public.json gateway/openapi/admin.json gateway/openapi/internal.json
 
 ## lint-typescript: generates TypeScript types from the OpenAPI documents (openapi-typescript) and compiles a web
 ## client written against them (gateway/openapi/typescript/client.ts, openapi-fetch) with tsc --strict; the npm

@@ -259,7 +259,7 @@ func TestInternalEndpointNeedsTheSignature(t *testing.T) {
 	path := fmt.Sprintf("/auctions/%d/bids", id)
 	body := `{"amount":2000}`
 	key := uuid.NewString()
-	inner := &testServer{t: t, base: "http://" + n.inner.Addr().String()}
+	inner := internalOf(t, n)
 	ts := fmt.Sprint(time.Now().Unix())
 	nonces := 0
 	signed := func(secret []byte, ts, subject, body string) []string {

@@ -81,6 +81,7 @@ func TestEveryRouteIsDocumented(t *testing.T) {
 	}{
 		{"public", srv.publicRoutes(), openapi.Public()},
 		{"admin", srv.adminRoutes(prometheus.NewRegistry()), openapi.Admin()},
+		{"internal", srv.internalRoutes(), openapi.Internal()},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			served := map[string]bool{}

@@ -80,7 +80,7 @@ func TestInternalBatchNeedsTheSignature(t *testing.T) {
 	db, _ := testdb.New(t, 8)
 	n := startNode(t, "solo", db, testredis.Client(t))
 	id := n.createAuction(validAuction())
-	inner := &testServer{t: t, base: "http://" + n.inner.Addr().String()}
+	inner := internalOf(t, n)
 	ts := fmt.Sprint(time.Now().Unix())
 	nonces := 0
 	signed := func(secret []byte, body string) []string {

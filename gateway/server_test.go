@@ -107,17 +107,27 @@ type testServer struct {
 	adminBase string               // the admin endpoint: /metrics, /cluster/*, detailed /readyz
 	reg       *prometheus.Registry // the shard's metrics
 	// contract is the OpenAPI document of the listener at base, which
-	// every answer must match; nil for the internal endpoint, which has
-	// none.
+	// every answer must match.
 	contract *apitest.Contract
 }
 
-// The contracts of the public and the admin listener: the documents the
-// gateway serves (gateway/openapi).
+// The contracts of the public, admin and internal listener: the documents
+// of gateway/openapi.
 var (
-	publicContract = sync.OnceValues(func() (*apitest.Contract, error) { return apitest.New(openapi.Public()) })
-	adminContract  = sync.OnceValues(func() (*apitest.Contract, error) { return apitest.New(openapi.Admin()) })
+	publicContract   = sync.OnceValues(func() (*apitest.Contract, error) { return apitest.New(openapi.Public()) })
+	adminContract    = sync.OnceValues(func() (*apitest.Contract, error) { return apitest.New(openapi.Admin()) })
+	internalContract = sync.OnceValues(func() (*apitest.Contract, error) { return apitest.New(openapi.Internal()) })
 )
+
+// internalOf is the testServer of n's internal listener.
+func internalOf(t testing.TB, n *testNode) *testServer {
+	t.Helper()
+	c, err := internalContract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testServer{t: t, base: "http://" + n.inner.Addr().String(), contract: c}
+}
 
 // newTestServer is the testServer of a public listener at base whose admin
 // listener is at adminBase.
