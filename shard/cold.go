@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"bidgate"
+	"bidgate/internal/batch"
 	"bidgate/persist/pgstore"
 )
 
@@ -24,7 +25,39 @@ type cold struct {
 	pub   *publisher
 	// lockTimeout bounds the statement inside PostgreSQL (Config.ColdLockTimeout).
 	lockTimeout time.Duration
-	lanes       *lanes // one statement per auction at a time
+	// turns runs one group of an auction's bids at a time. Bids on one
+	// cold auction all wait for its row lock in PostgreSQL anyway; waiting
+	// here instead holds no connection, and the bids that came while a
+	// group was in PostgreSQL go together in the next one: one round trip
+	// and one commit for them all. An auction is owned by one node, so
+	// this is the auction's order across the cluster too.
+	turns *batch.Batchers[int64, coldCall, coldAnswer]
+}
+
+// coldCall is one bid waiting for its auction's turn, with what its caller
+// allows: a bid whose caller is gone is not sent, and the group's
+// statement limit fits the earliest deadline.
+type coldCall struct {
+	r        bidgate.BidRequest
+	gone     <-chan struct{}
+	deadline time.Time // zero: none
+}
+
+type coldAnswer struct {
+	pgstore.ColdOutcome
+	err error
+}
+
+// maxColdGroup bounds the bids of one auction in one transaction: the
+// group's statements run one after another while it holds the row lock.
+const maxColdGroup = 32
+
+func newCold(db *pgxpool.Pool, store *pgstore.Store, cache *priceCache, pub *publisher, cfg Config, m *metrics) *cold {
+	c := &cold{db: db, store: store, cache: cache, pub: pub, lockTimeout: cfg.ColdLockTimeout}
+	c.turns = batch.New(maxColdGroup, cfg.MaxQueue, cfg.BatchIdle, c.placeGroup)
+	c.turns.Timeout = cfg.StoreTimeout
+	c.turns.Observe = func(n int) { m.coldGroupSize.Observe(float64(n)) }
+	return c
 }
 
 // answerMargin is the time left to hear PostgreSQL cancel the statement at
@@ -36,11 +69,30 @@ const answerMargin = 100 * time.Millisecond
 // says why (a replay, self-bidding, closed, too low, the leader's own bid
 // that changes nothing, a promotion).
 func (c *cold) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidResult, error) {
-	res, leader, placed, v, err := c.place(ctx, r)
-	if err != nil {
-		return bidgate.BidResult{}, timedOut(err, true)
+	call := coldCall{r: r, gone: ctx.Done()}
+	call.deadline, _ = ctx.Deadline()
+	a, err := c.turns.Do(ctx, r.AuctionID, call)
+	if err != nil && ctx.Err() != nil {
+		// Gone while its group may be in PostgreSQL.
+		return bidgate.BidResult{}, &bidgate.TimeoutError{Undecided: true, Err: fmt.Errorf("cold bid on auction %d: %w", r.AuctionID, err)}
 	}
-	if placed {
+	if err == nil {
+		err = a.err
+	}
+	if errors.Is(err, pgstore.ErrRequestRaced) {
+		// A request with the same key committed first. A look-up now sees it.
+		look, err := c.lookUp(ctx, r)
+		if err != nil {
+			return bidgate.BidResult{}, timedOut(err, true)
+		}
+		a.View, err = look, nil
+	} else if err != nil {
+		return bidgate.BidResult{}, timedOut(err, true)
+	} else if !a.Placed {
+		c.refresh(r.AuctionID, a.View)
+	}
+	if a.Placed {
+		res, leader, v := a.Result, a.Leader, a.View
 		bid, count := res.Bid, res.Bid.Seq
 		if !res.Leading { // the leader's automatic row follows the bid
 			count++
@@ -50,60 +102,89 @@ func (c *cold) placeBid(ctx context.Context, r bidgate.BidRequest) (bidgate.BidR
 			EndTime: bid.EndTime, Status: bidgate.StatusOpen, BidCount: count}, bid.AcceptedAt)
 		return res, nil
 	}
-	if v == nil {
-		// The statement failed on the request id: a request with the same
-		// key committed first. A look-up now sees it.
-		look, err := c.lookUp(ctx, r)
-		if err != nil {
-			return bidgate.BidResult{}, timedOut(err, true)
-		}
-		v = &look
-	} else {
-		c.refresh(r.AuctionID, *v)
-	}
-	if res, done, err := decide(*v, r); done {
+	if res, done, err := decide(a.View, r); done {
 		return res, err
 	}
 	// Unreachable while prices only rise, maxima only rise under a leader
 	// and ends only move later: the statement refused at an earlier
 	// instant, so the newer view refuses too.
-	return bidgate.BidResult{}, &bidgate.BidTooLowError{CurrentPrice: v.Price, MinimumBid: v.Price.Add(v.Inc)}
+	return bidgate.BidResult{}, &bidgate.BidTooLowError{CurrentPrice: a.View.Price, MinimumBid: a.View.Price.Add(a.View.Inc)}
 }
 
-// place runs the statement on a connection of its own, with the limit that
-// is left once it has one (waiting for a free connection takes time too).
-func (c *cold) place(ctx context.Context, r bidgate.BidRequest) (res bidgate.BidResult, leader pgstore.Leader, placed bool, v *pgstore.ColdView, err error) {
-	leave, err := c.lanes.enter(ctx, r.AuctionID)
-	if err != nil {
-		// Never sent: decided (not placed).
-		return res, leader, false, nil, &bidgate.TimeoutError{Err: fmt.Errorf("cold bid on auction %d: waiting for its turn: %w", r.AuctionID, err)}
-	}
-	defer leave()
+// placeGroup is the batcher's call for the waiting bids of one auction: one
+// transaction for them all, on a connection of its own, with the limit
+// that is left once it has one (waiting for a free connection takes time
+// too). When the group fails for anything but its limit (a repeated
+// request id, say), nothing of it was written, and its bids are placed
+// again one by one so that each gets its own answer.
+func (c *cold) placeGroup(ctx context.Context, auctionID int64, calls []coldCall) ([]coldAnswer, error) {
+	out := make([]coldAnswer, len(calls))
 	conn, err := c.db.Acquire(ctx)
 	if err != nil {
-		return res, leader, false, nil, timedOut(fmt.Errorf("cold bid on auction %d: %w", r.AuctionID, err), true)
+		err = timedOut(fmt.Errorf("cold bids on auction %d: %w", auctionID, err), true)
+		for i := range out {
+			out[i].err = err
+		}
+		return out, nil
 	}
 	defer conn.Release()
-	limit, err := c.statementLimit(ctx)
-	if err != nil {
-		return res, leader, false, nil, err
+	store := &pgstore.Store{DB: conn}
+	limit, sent := c.statementLimit(calls, out)
+	if len(sent) == 0 {
+		return out, nil
 	}
-	return (&pgstore.Store{DB: conn}).PlaceColdBid(ctx, r, limit)
+	rs := make([]bidgate.BidRequest, len(sent))
+	for k, i := range sent {
+		rs[k] = calls[i].r
+	}
+	outcomes, err := store.PlaceColdBids(ctx, rs, limit)
+	var timeout *bidgate.TimeoutError
+	if err != nil && len(rs) > 1 && !errors.As(err, &timeout) && ctx.Err() == nil {
+		for _, i := range sent {
+			o, err := store.PlaceColdBid(ctx, calls[i].r, limit)
+			out[i] = coldAnswer{o, err}
+		}
+		return out, nil
+	}
+	for k, i := range sent {
+		if err != nil {
+			out[i].err = err
+		} else {
+			out[i] = coldAnswer{outcomes[k], outcomes[k].Err}
+		}
+	}
+	return out, nil
 }
 
-// statementLimit is how long PostgreSQL may let the statement wait and run:
-// lockTimeout, cut so that PostgreSQL's own cancel comes back before ctx
-// ends. A statement cancelled by the server is rolled back, and the bid's
-// answer can say so; one abandoned by the client may still commit.
-func (c *cold) statementLimit(ctx context.Context) (time.Duration, error) {
-	limit := c.lockTimeout
-	if deadline, ok := ctx.Deadline(); ok {
-		limit = min(limit, time.Until(deadline)-answerMargin)
+// statementLimit is how long PostgreSQL may let each of the group's
+// statements wait and run: lockTimeout, cut so that PostgreSQL's own
+// cancel comes back before the earliest caller's deadline. A statement
+// cancelled by the server is rolled back, and the bids' answers can say
+// so; one abandoned by the client may still commit. The limit is per
+// statement, but only the first can wait for the row lock: the others run
+// under the group's own lock, in well under the margin. sent lists the
+// calls to send; the others' answers are set in out: their callers are
+// gone, or have no time left.
+func (c *cold) statementLimit(calls []coldCall, out []coldAnswer) (limit time.Duration, sent []int) {
+	limit = c.lockTimeout
+	for i, call := range calls {
+		select {
+		case <-call.gone:
+			out[i].err = &bidgate.TimeoutError{Err: fmt.Errorf("cold bid on auction %d: gone before its turn: %w", call.r.AuctionID, context.Canceled)}
+			continue
+		default:
+		}
+		if !call.deadline.IsZero() {
+			left := time.Until(call.deadline) - answerMargin
+			if left < time.Millisecond {
+				out[i].err = &bidgate.TimeoutError{Undecided: true, Err: fmt.Errorf("no time left for the cold bid statement: %w", context.DeadlineExceeded)}
+				continue
+			}
+			limit = min(limit, left)
+		}
+		sent = append(sent, i)
 	}
-	if limit < time.Millisecond {
-		return 0, &bidgate.TimeoutError{Undecided: true, Err: fmt.Errorf("no time left for the cold bid statement: %w", context.DeadlineExceeded)}
-	}
-	return limit, nil
+	return limit, sent
 }
 
 // lookUp reads the auction and the request id's earlier bid, and refreshes

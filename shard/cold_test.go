@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"bidgate"
+	"bidgate/internal/await"
 	"bidgate/internal/testdb"
 	"bidgate/internal/testredis"
 	"bidgate/persist/redisstore"
@@ -406,6 +408,112 @@ func TestSelfBidding(t *testing.T) {
 			if _, err := s.PlaceBid(ctx, bid(a.ID, 2, "102")); err != nil {
 				t.Fatalf("another bidder: %v", err)
 			}
+		})
+	}
+}
+
+// Bids that come while their auction's statement is in PostgreSQL go
+// together in the next transaction: one commit (one xmin) for them all,
+// each answered as if it came alone, in the order they came. A group that
+// fails on a repeated key is placed again one bid a transaction.
+func TestWaitingColdBidsGoTogether(t *testing.T) {
+	db, _ := testdb.New(t, 4)
+	s := newService(t, db, Config{})
+	for _, tc := range []struct {
+		name         string
+		repeat       int  // the group's bid at this index has the key of the one before (0: none)
+		higher       bool // and a higher amount: the group fails on the key
+		transactions int  // bid rows' distinct xmin
+	}{
+		{name: "distinct keys", transactions: 2},
+		{name: "a bid twice", repeat: 3, transactions: 2},
+		{name: "a key reused", repeat: 3, higher: true, transactions: 1 + 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAuction(t, s, "100", "1", time.Hour, time.Minute, time.Minute)
+			lock := lockAuction(t, db, a.ID)
+			type answer struct {
+				res bidgate.BidResult
+				err error
+			}
+			place := func(r bidgate.BidRequest) chan answer {
+				c := make(chan answer, 1)
+				go func() {
+					res, err := s.PlaceBid(ctx, r)
+					c <- answer{res, err}
+				}()
+				return c
+			}
+			first := place(bid(a.ID, 1, "101"))
+			await.NoError(t, 10*time.Second, "the first bid waiting for the row lock", func() error {
+				locked, err := lockWaiters(db)
+				if err != nil {
+					return err
+				}
+				if locked < 1 {
+					return errors.New("no statement waits for a lock")
+				}
+				return nil
+			})
+			var group []bidgate.BidRequest
+			var answers []chan answer
+			for i := range 6 {
+				r := bid(a.ID, int64(10+i), decimal.NewFromInt(int64(110+10*i)).String())
+				if tc.repeat > 0 && i == tc.repeat {
+					r.RequestID = group[i-1].RequestID
+					if !tc.higher {
+						r = group[i-1]
+					}
+				}
+				group = append(group, r)
+				answers = append(answers, place(r))
+				await.NoError(t, 10*time.Second, "the bid waiting for its turn", func() error {
+					if n := s.cold.turns.Queued(a.ID); n != i+1 {
+						return fmt.Errorf("%d bids waiting, want %d", n, i+1)
+					}
+					return nil
+				})
+			}
+			if err := lock.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := <-first; got.err != nil || got.res.Bid.Seq != 1 {
+				t.Fatalf("the first bid: %+v, %v", got.res, got.err)
+			}
+			var seq int64 = 1
+			for i, c := range answers {
+				got := <-c
+				want := bidgate.Bid{AuctionID: a.ID, BidderID: group[i].BidderID, Amount: group[i].Amount, Kind: bidgate.KindStraight, RequestID: group[i].RequestID}
+				if tc.repeat > 0 && i == tc.repeat && tc.higher {
+					if !errors.Is(got.err, bidgate.ErrIdempotencyKeyReused) {
+						t.Fatalf("the reused key: %+v, %v; want ErrIdempotencyKeyReused", got.res, got.err)
+					}
+					continue
+				}
+				if got.err != nil {
+					t.Fatalf("bid %d: %v", i, got.err)
+				}
+				if tc.repeat > 0 && i == tc.repeat {
+					if !got.res.Replayed || got.res.Bid.Seq != seq {
+						t.Fatalf("the repeated bid: %+v, want a replay of seq %d", got.res, seq)
+					}
+					continue
+				}
+				seq++
+				want.Seq = seq
+				if got.res.Replayed || !got.res.Leading || !got.res.CurrentPrice.Equal(group[i].Amount) ||
+					got.res.Bid.Seq != want.Seq || got.res.Bid.BidderID != want.BidderID || !got.res.Bid.Amount.Equal(want.Amount) {
+					t.Fatalf("bid %d: %+v, want %+v leading at its amount", i, got.res, want)
+				}
+			}
+			var rows, transactions int
+			if err := db.QueryRow(ctx, `SELECT count(*), count(DISTINCT xmin::text) FROM bid WHERE auction_id = $1`, a.ID).Scan(&rows, &transactions); err != nil {
+				t.Fatal(err)
+			}
+			if rows != int(seq) || transactions != tc.transactions {
+				t.Fatalf("%d bid rows in %d transactions, want %d in %d", rows, transactions, seq, tc.transactions)
+			}
+			checkHistory(t, db, a.ID)
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 type metrics struct {
 	batchSize       prometheus.Histogram
+	coldGroupSize   prometheus.Histogram
 	scriptDuration  prometheus.Histogram
 	earlyRejects    prometheus.Counter
 	rateLimited     prometheus.Counter
@@ -25,6 +26,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name:    "bidgate_hot_batch_size",
 			Help:    "Bids decided per Redis script call on the hot path.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+		}),
+		coldGroupSize: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "bidgate_cold_group_size",
+			Help:    "Bids of one cold auction decided per PostgreSQL transaction.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32},
 		}),
 		scriptDuration: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "bidgate_hot_script_duration_seconds",

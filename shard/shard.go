@@ -28,8 +28,8 @@ import (
 // Config tunes a Service. Zero values take DefaultConfig's.
 type Config struct {
 	MaxBatch    int           // bids per hot script call (1 disables batching), at most MaxBatchLimit
-	MaxQueue    int           // waiting bids per hot auction before 503
-	BatchIdle   time.Duration // an idle hot auction's goroutine exits after this
+	MaxQueue    int           // waiting bids per auction (hot or cold) before 503
+	BatchIdle   time.Duration // an idle auction's goroutine (hot or cold) exits after this
 	CacheMaxAge time.Duration // price cache entries older than this are ignored
 	RateLimit   float64       // bids per second per bidder; negative disables
 	RateBurst   int           // token bucket size
@@ -157,7 +157,7 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, cfg Config, reg prometheus
 	pub := &publisher{rs: rs, metrics: m}
 	s := &Service{
 		db: db, rdb: rdb, rs: rs, store: store, cache: cache, metrics: m,
-		cold:    &cold{db: db, store: store, cache: cache, pub: pub, lockTimeout: cfg.ColdLockTimeout, lanes: newLanes()},
+		cold:    newCold(db, store, cache, pub, cfg, m),
 		limiter: newLimiter(rs, cfg.RateLimit, cfg.RateBurst, cfg.StoreTimeout),
 		heat:    newHeatMeter(cfg.PromoteRate),
 		reads:   cfg.Reads,

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"bidgate"
 	"bidgate/internal/await"
 	"bidgate/internal/testdb"
@@ -22,20 +25,13 @@ func TestColdBidGivesUpOnALockedRow(t *testing.T) {
 	db, _ := testdb.New(t, 4)
 	s := newService(t, db, Config{StoreTimeout: DefaultConfig().StoreTimeout})
 	a := newAuction(t, s, "100", "1", time.Hour, time.Minute, time.Minute)
-	lock, err := db.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Rollback(ctx)
-	if _, err := lock.Exec(ctx, "SELECT id FROM auction WHERE id = $1 FOR UPDATE", a.ID); err != nil {
-		t.Fatal(err)
-	}
+	lock := lockAuction(t, db, a.ID)
 
 	r := bid(a.ID, 1, "200")
 	c, cancel := context.WithTimeout(ctx, 2*time.Second) // what a forwarding node waits
 	defer cancel()
 	start := time.Now()
-	_, err = s.PlaceBid(c, r)
+	_, err := s.PlaceBid(c, r)
 	took := time.Since(start)
 	var timeout *bidgate.TimeoutError
 	if !errors.As(err, &timeout) || !timeout.Undecided || !errors.Is(err, bidgate.ErrUnavailable) {
@@ -79,42 +75,37 @@ func TestColdBidGivesUpOnALockedRow(t *testing.T) {
 // auction goes through while they all still wait.
 func TestABusyColdAuctionLeavesTheOthersConnections(t *testing.T) {
 	db, _ := testdb.New(t, 4)
-	s := newService(t, db, Config{StoreTimeout: DefaultConfig().StoreTimeout})
+	// Long enough that the first bid still waits for the lock while the
+	// others are counted (each group waits up to the lock timeout).
+	s := newService(t, db, Config{StoreTimeout: 10 * time.Second, ColdLockTimeout: 5 * time.Second})
 	busy := newAuction(t, s, "100", "1", time.Hour, time.Minute, time.Minute)
 	other := newAuction(t, s, "100", "1", time.Hour, time.Minute, time.Minute)
-	lock, err := db.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Rollback(ctx)
-	if _, err := lock.Exec(ctx, "SELECT id FROM auction WHERE id = $1 FOR UPDATE", busy.ID); err != nil {
-		t.Fatal(err)
-	}
+	lock := lockAuction(t, db, busy.ID)
 	const waiting = 8
 	var returned atomic.Int32
-	done := make(chan struct{})
-	for i := range waiting {
+	done := make(chan error, waiting)
+	place := func(i int) {
 		go func() {
-			defer func() { returned.Add(1); done <- struct{}{} }()
-			_, _ = s.PlaceBid(ctx, bid(busy.ID, int64(10+i), "200")) // they give up: the row stays locked
+			_, err := s.PlaceBid(ctx, bid(busy.ID, int64(10+i), "200"))
+			returned.Add(1)
+			done <- err
 		}()
 	}
-	// Every one of them is as far as it gets: one statement waits for
-	// the row lock, the others for the auction's turn.
-	await.NoError(t, 10*time.Second, "the busy auction's bids waiting", func() error {
-		s.cold.lanes.mu.Lock()
-		users := 0
-		if l := s.cold.lanes.m[busy.ID]; l != nil {
-			users = l.users
+	// Every one of them gets as far as it can: the first one's statement
+	// waits for the row lock, the others for the auction's turn.
+	place(0)
+	await.NoError(t, 10*time.Second, "the first bid waiting for the row lock", func() error {
+		if locked, err := lockWaiters(db); err != nil || locked < 1 {
+			return fmt.Errorf("%d statements wait for a lock (%v)", locked, err)
 		}
-		s.cold.lanes.mu.Unlock()
-		var locked int
-		if err := db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
- WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&locked); err != nil {
-			return err
-		}
-		if users < waiting || locked < 1 {
-			return fmt.Errorf("%d of %d bids in the auction's lane, %d statements waiting for a lock", users, waiting, locked)
+		return nil
+	})
+	for i := 1; i < waiting; i++ {
+		place(i)
+	}
+	await.NoError(t, 10*time.Second, "the others waiting for the auction's turn", func() error {
+		if n := s.cold.turns.Queued(busy.ID); n != waiting-1 {
+			return fmt.Errorf("%d of %d bids waiting for the auction's turn, %d returned", n, waiting-1, returned.Load())
 		}
 		return nil
 	})
@@ -127,7 +118,44 @@ func TestABusyColdAuctionLeavesTheOthersConnections(t *testing.T) {
 	if err := lock.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Once the lock goes, one of them leads at 200 and the others are too low.
+	placed := 0
 	for range waiting {
-		<-done
+		switch err := <-done; {
+		case err == nil:
+			placed++
+		case !errors.Is(err, bidgate.ErrBidTooLow):
+			t.Errorf("a waiting bid after the lock went: %v", err)
+		}
 	}
+	if placed != 1 {
+		t.Fatalf("%d of the waiting bids at the same amount were placed, want 1", placed)
+	}
+}
+
+// lockAuction holds auction id's row lock in a transaction of its own,
+// until the test rolls it back or ends.
+func lockAuction(t *testing.T, db *pgxpool.Pool, id int64) pgx.Tx {
+	t.Helper()
+	lock, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := lock.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+			t.Error(err)
+		}
+	})
+	if _, err := lock.Exec(ctx, "SELECT id FROM auction WHERE id = $1 FOR UPDATE", id); err != nil {
+		t.Fatal(err)
+	}
+	return lock
+}
+
+// lockWaiters is how many statements on the test's database wait for a lock.
+func lockWaiters(db *pgxpool.Pool) (int, error) {
+	var n int
+	err := db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+ WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
+	return n, err
 }

@@ -135,7 +135,7 @@ func (c *config) registerShard(fs *settings.FlagSet) {
 	d := shard.DefaultConfig()
 	c.Shard = d
 	fs.IntVar(&c.Shard.MaxBatch, "hot-batch", d.MaxBatch, "bids per Redis script call on a hot auction (1 disables batching)")
-	fs.IntVar(&c.Shard.MaxQueue, "hot-queue", d.MaxQueue, "bids that may wait on one hot auction before 503")
+	fs.IntVar(&c.Shard.MaxQueue, "hot-queue", d.MaxQueue, "bids that may wait on one auction before 503 (a hot auction's batch, a cold auction's turn)")
 	fs.Float64Var(&c.Shard.RateLimit, "rate-limit", d.RateLimit, "bids per second per bidder, across all auctions (negative disables)")
 	fs.IntVar(&c.Shard.RateBurst, "rate-burst", d.RateBurst, "token bucket size per bidder")
 	fs.IntVar(&c.Shard.PromoteRate, "promote-rate", d.PromoteRate, "cold bids per second on one node that promote an auction to hot (negative disables)")

@@ -83,6 +83,14 @@ func (b *Batchers[K, Req, Res]) Do(ctx context.Context, key K, req Req) (Res, er
 	}
 }
 
+// Queued is how many requests for key wait for a call of run (those in one
+// are not counted).
+func (b *Batchers[K, Req, Res]) Queued(key K) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queues[key])
+}
+
 func (b *Batchers[K, Req, Res]) loop(key K, q chan call[Req, Res]) {
 	timer := time.NewTimer(b.idle)
 	defer timer.Stop()

@@ -86,71 +86,106 @@ func scanColdView(row pgx.Row, r bidgate.BidRequest) (ColdView, error) {
 	return v, nil
 }
 
-// PlaceColdBid runs the cold path's conditional statement: check, decide
-// and write in one step, by the database clock; leader is who leads after
-// it (the bidder, or the leader whose proxy answered), with their alias.
-// placed is false when it wrote nothing (the bid is too low or lost a race
-// to a higher bid, the end, a promotion, or the leader's bid changes
-// nothing). Either way view is the auction as it is right after the
-// statement (look_up.sql, in the same round trip): it says why nothing
-// was written, a replay included. view is nil when the statement failed on
-// the request id (a replay racing its original): a LookUpBid explains it.
+// ErrRequestRaced says a cold bid's statement failed on its request id: a
+// request with the same key committed first, and a LookUpBid sees it.
+var ErrRequestRaced = errors.New("a request with the same key was placed first")
+
+// ColdOutcome is what the cold statement did with one bid. Placed is false
+// when it wrote nothing (the bid is too low or lost a race to a higher bid,
+// the end, a promotion, or the leader's bid changes nothing); View is the
+// auction as it is right after the statement (look_up.sql, in the same
+// round trip), which says why nothing was written, a replay included.
+// Leader is who leads after a placed bid (the bidder, or the leader whose
+// proxy answered), with their alias. Err is bidgate.ErrAuctionNotFound or
+// nil.
+type ColdOutcome struct {
+	Result bidgate.BidResult
+	Leader Leader
+	Placed bool
+	View   ColdView
+	Err    error
+}
+
+// PlaceColdBid runs the cold path's conditional statement for one bid:
+// check, decide and write in one step, by the database clock. It is
+// PlaceColdBids for one bid, and it fails with ErrRequestRaced when the
+// statement failed on the request id (a replay racing its original).
+func (s *Store) PlaceColdBid(ctx context.Context, r bidgate.BidRequest, limit time.Duration) (ColdOutcome, error) {
+	out, err := s.PlaceColdBids(ctx, []bidgate.BidRequest{r}, limit)
+	if err != nil {
+		return ColdOutcome{}, err
+	}
+	return out[0], out[0].Err
+}
+
+// PlaceColdBids runs the cold statement for bids on one auction, in order,
+// in one round trip and one transaction: each bid's statement sees the ones
+// before it, and one commit makes them all durable. Per bid, the statement,
+// the alias and the look-up follow each other (ColdOutcome).
 //
-// limit bounds the statement inside PostgreSQL: how long it waits for the
+// limit bounds each statement inside PostgreSQL: how long it waits for the
 // auction's row lock and runs. Past it the server cancels the statement,
-// which then never commits, and the error is an undecided
-// *bidgate.TimeoutError. The limit, the statement, the alias and the
-// look-up go in one round trip, as one implicit transaction; s.DB must be a
-// pool, not a transaction. It fails with bidgate.ErrAuctionNotFound.
-func (s *Store) PlaceColdBid(ctx context.Context, r bidgate.BidRequest, limit time.Duration) (res bidgate.BidResult, leader Leader, placed bool, view *ColdView, err error) {
+// the transaction never commits, and the error is an undecided
+// *bidgate.TimeoutError. On any other failure nothing is written either: a
+// repeated request id is ErrRequestRaced, and the caller may place the
+// bids one by one to learn which. s.DB must be a pool or a connection, not
+// a transaction.
+func (s *Store) PlaceColdBids(ctx context.Context, rs []bidgate.BidRequest, limit time.Duration) ([]ColdOutcome, error) {
+	batch := &pgx.Batch{}
+	batch.Queue(limitStatementSQL, strconv.FormatInt(max(limit.Milliseconds(), 1), 10))
+	for _, r := range rs {
+		batch.Queue(coldBidSQL, r.AuctionID, r.BidderID, r.Amount, r.RequestID, string(r.Kind()),
+			bidgate.AutomaticRequestID(r.RequestID))
+		batch.Queue(assignAliasSQL, r.AuctionID, r.BidderID)
+		batch.Queue(lookUpSQL, r.AuctionID, r.RequestID, bidgate.AutomaticRequestID(r.RequestID))
+	}
+	results := s.DB.SendBatch(ctx, batch)
+	_, err := results.Exec()
+	out := make([]ColdOutcome, len(rs))
+	for i := range rs {
+		if err != nil {
+			break
+		}
+		out[i], err = readColdBid(results, rs[i])
+	}
+	// Close reads to the end of the batch: its commit.
+	err = cmp.Or(results.Close(), err)
+	switch {
+	case err == nil:
+		return out, nil
+	case IsUniqueViolation(err, "bid_auction_id_request_id_key"):
+		return nil, ErrRequestRaced
+	case cancelledByServer(err):
+		return nil, &bidgate.TimeoutError{Undecided: true,
+			Err: fmt.Errorf("cold bids on auction %d: PostgreSQL cancelled them after %v: %w", rs[0].AuctionID, limit, err)}
+	}
+	return nil, fmt.Errorf("cold bids on auction %d: %w", rs[0].AuctionID, err)
+}
+
+// readColdBid reads one bid's three results from PlaceColdBids' batch.
+func readColdBid(results pgx.BatchResults, r bidgate.BidRequest) (o ColdOutcome, err error) {
 	b := bidgate.Bid{AuctionID: r.AuctionID, BidderID: r.BidderID, Kind: r.Kind(), RequestID: r.RequestID}
 	if r.Proxy {
 		b.MaxAmount = decimal.NewNullDecimal(r.Amount)
 	}
-	batch := &pgx.Batch{}
-	batch.Queue(limitStatementSQL, strconv.FormatInt(max(limit.Milliseconds(), 1), 10))
-	batch.Queue(coldBidSQL, r.AuctionID, r.BidderID, r.Amount, r.RequestID, string(r.Kind()),
-		bidgate.AutomaticRequestID(r.RequestID))
-	batch.Queue(assignAliasSQL, r.AuctionID, r.BidderID)
-	batch.Queue(lookUpSQL, r.AuctionID, r.RequestID, bidgate.AutomaticRequestID(r.RequestID))
-	results := s.DB.SendBatch(ctx, batch)
-	_, err = results.Exec()
-	if err == nil {
-		err = results.QueryRow().Scan(&b.Seq, &b.AcceptedAt, &b.EndTime, &b.Amount, &res.Leading, &res.CurrentPrice, &leader.ID)
-		placed = err == nil
-		if errors.Is(err, pgx.ErrNoRows) {
-			err = nil
-		}
+	err = results.QueryRow().Scan(&b.Seq, &b.AcceptedAt, &b.EndTime, &b.Amount, &o.Result.Leading, &o.Result.CurrentPrice, &o.Leader.ID)
+	o.Placed = err == nil
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return o, err
 	}
-	if err == nil {
-		// No row: the auction does not exist (the look-up says so).
-		if err = results.QueryRow().Scan(&leader.Alias); errors.Is(err, pgx.ErrNoRows) && !placed {
-			err = nil
-		}
+	// No row: the auction does not exist (the look-up says so).
+	if err = results.QueryRow().Scan(&o.Leader.Alias); err != nil && !(errors.Is(err, pgx.ErrNoRows) && !o.Placed) {
+		return o, err
 	}
-	var v ColdView
-	if err == nil {
-		v, err = scanColdView(results.QueryRow(), r)
+	o.View, err = scanColdView(results.QueryRow(), r)
+	if errors.Is(err, bidgate.ErrAuctionNotFound) {
+		o.Err, err = err, nil
 	}
-	// Close reads to the end of the batch: its commit.
-	if closeErr := results.Close(); err == nil || errors.Is(err, bidgate.ErrAuctionNotFound) {
-		err = cmp.Or(closeErr, err)
+	o.Result.Bid = b
+	if !o.Placed {
+		o.Leader = Leader{}
 	}
-	res.Bid = b
-	switch {
-	case err == nil && placed:
-		return res, leader, true, &v, nil
-	case err == nil:
-		return res, Leader{}, false, &v, nil
-	case errors.Is(err, bidgate.ErrAuctionNotFound):
-		return res, Leader{}, false, nil, err
-	case IsUniqueViolation(err, "bid_auction_id_request_id_key"):
-		return res, Leader{}, false, nil, nil
-	case cancelledByServer(err):
-		return res, Leader{}, false, nil, &bidgate.TimeoutError{Undecided: true,
-			Err: fmt.Errorf("cold bid on auction %d: PostgreSQL cancelled it after %v: %w", r.AuctionID, limit, err)}
-	}
-	return res, Leader{}, false, nil, fmt.Errorf("cold bid on auction %d: %w", r.AuctionID, err)
+	return o, err
 }
 
 // cancelledByServer reports whether PostgreSQL cancelled a statement at a

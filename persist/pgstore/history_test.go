@@ -33,8 +33,8 @@ func newLot(t *testing.T, s *pgstore.Store, hot bool) bidgate.Auction {
 func coldBid(t *testing.T, s *pgstore.Store, auction, bidder, amount int64, proxy bool) {
 	t.Helper()
 	r := bidgate.BidRequest{AuctionID: auction, BidderID: bidder, Amount: decimal.NewFromInt(amount), Proxy: proxy, RequestID: uuid.New()}
-	if _, _, placed, _, err := s.PlaceColdBid(context.Background(), r, 5*time.Second); err != nil || !placed {
-		t.Fatalf("cold bid of %d at %d: placed %v, %v", bidder, amount, placed, err)
+	if o, err := s.PlaceColdBid(context.Background(), r, 5*time.Second); err != nil || !o.Placed {
+		t.Fatalf("cold bid of %d at %d: placed %v, %v", bidder, amount, o.Placed, err)
 	}
 }
 
