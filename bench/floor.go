@@ -19,8 +19,9 @@ import (
 )
 
 // FloorCommand is bidbench's hidden subcommand that runs the floor server:
-// the reads scenario starts its own executable with it, so that the
-// floor's CPU is a process of its own, apart from the generator's.
+// the reads scenario and a ramp's --floor start their own executable with
+// it, so that the floor's CPU is a process of its own, apart from the
+// generator's.
 const FloorCommand = "floor-server"
 
 // floorReady starts the line the floor server prints once it listens.

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestMain lets the test binary be the reads scenario's floor server too:
+// TestMain lets the test binary be the floor server too (reads, --floor):
 // startFloor runs this executable with FloorCommand, as bidbench does.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == FloorCommand {

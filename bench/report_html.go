@@ -14,6 +14,7 @@ var htmlPage = template.Must(template.New("report").Funcs(template.FuncMap{
 	"ms":    func(f float64) string { return fmt.Sprintf("%.2f", f) },
 	"f0":    func(f float64) string { return fmt.Sprintf("%.0f", f) },
 	"f1":    func(f float64) string { return fmt.Sprintf("%.1f", f) },
+	"f2":    func(f float64) string { return fmt.Sprintf("%.2f", f) },
 	"f3":    func(f float64) string { return fmt.Sprintf("%.3f", f) },
 	"clock": func(t time.Time) string { return t.Format("15:04:05.000") },
 	"when":  func(t time.Time) string { return t.Format("2006-01-02 15:04:05 MST") },
@@ -66,6 +67,7 @@ Deliberate short client timeouts (retried with the same key) are left out of "al
 {{with .R.Ramp}}<h2>Ramp</h2>
 <p>Auction {{.AuctionID}} (hot: {{.Hot}}). {{if .Best}}Highest sustained rate (p99 ≤ {{f0 .P99Ms}} ms, no errors): <b>{{f0 .Best.Offered}} bids/s</b> offered, {{f0 .Best.DecidedPerSec}} decided/s, {{f0 .Best.AcceptedPerSec}} accepted/s, p99 {{ms .Best.Latency.P99}} ms{{with .VsLimit}}: <b>{{f3 .DecidedFraction}}</b> of the decided rate of "{{.Limit}}" measured in the same run ({{f0 .LimitDecided}} decided/s){{end}}.
 CPU at that step: {{.Best.CPU.Sentence}}.{{else}}No step held.{{end}} Stopped: {{.Stop}}</p>
+{{with .Floor}}{{if .VsFloor}}<p>Floor: step {{.Step}}'s {{f0 .Offered}} bids/s to a do-nothing fasthttp server answering {{.BodyBytes}} bytes: {{f1 .UsPerAnswer}} µs of its CPU per answer (p99 {{ms .Latency.P99}} ms); bidgate {{f1 .BidgateUsPerAnswer}} µs per answer at that step = <b>{{f2 .VsFloor}}×</b> the floor.</p>{{end}}{{end}}
 <table><tr><th>step</th><th>offered/s</th><th>answered/s</th><th>decided/s</th><th>201/s</th><th>errors</th><th>429</th><th>p50 ms</th><th>p99 ms</th><th>max ms</th><th>send lag p99</th>{{range $.CPUColumns}}<th>{{.}}</th>{{end}}<th class="l">verdict</th></tr>
 {{range .Steps}}<tr><td>{{.N}}</td><td>{{f0 .Offered}}</td><td>{{f0 .SentPerSec}}</td><td>{{f0 .DecidedPerSec}}</td><td>{{f0 .AcceptedPerSec}}</td><td>{{.Errors}}</td><td>{{.RateLimited}}</td><td>{{ms .Latency.P50}}</td><td>{{ms .Latency.P99}}</td><td>{{ms .Latency.Max}}</td><td>{{ms .SendLag.P99}}</td>{{range .CPU.Cells}}<td>{{.}}</td>{{end}}<td class="l">{{if .OK}}ok{{else}}{{.Reason}}{{end}}</td></tr>
 {{end}}</table>

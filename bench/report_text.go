@@ -80,6 +80,10 @@ func WriteText(w io.Writer, res *Result) {
 			}
 			fmt.Fprintf(w, "  CPU at that step: %s\n", b.CPU.Sentence())
 		}
+		if f := r.Floor; f != nil && f.VsFloor > 0 {
+			fmt.Fprintf(w, "floor: step %d's %.0f bids/s to a do-nothing fasthttp server answering %d bytes: %.1f µs of its CPU per answer (p99 %.1f ms); bidgate %.1f µs per answer at that step = %.2f× the floor\n",
+				f.Step, f.Offered, f.BodyBytes, f.UsPerAnswer, f.Latency.P99, f.BidgateUsPerAnswer, f.VsFloor)
+		}
 		fmt.Fprintf(w, "stopped: %s\n", r.Stop)
 	}
 	if b := res.CloseBurst; b != nil {

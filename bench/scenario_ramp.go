@@ -20,6 +20,9 @@ type RampConfig struct {
 	MaxRate   float64       `json:"maxRate"`
 	P99       time.Duration `json:"p99"`
 	Bidders   int           `json:"bidders"` // 0: MaxRate/2, at least 20,000
+	// Floor also sends the best step's rate (the last step's when none
+	// held) to the floor server, for one step, after the audit (RampFloor).
+	Floor bool `json:"floor"`
 }
 
 // DefaultHotMax starts at 1,000 bids/s.
@@ -44,6 +47,8 @@ type Ramp struct {
 	// VsLimit is Best against the store's concurrent single-bid limit
 	// measured in the same run (hot: "Redis bid script, 64 caller(s)").
 	VsLimit *Ratio `json:"bestVsLimit,omitempty"`
+	// Floor is the best step (or the last) against the HTTP floor (--floor).
+	Floor *RampFloor `json:"floor,omitempty"`
 }
 
 // Step is one rate of a ramp.
@@ -51,6 +56,7 @@ type Step struct {
 	N              int     `json:"n"`
 	Offered        float64 `json:"offeredPerSecond"`
 	Sent           int     `json:"sent"`
+	Answered       int64   `json:"answered"` // any status, no transport error
 	SentPerSec     float64 `json:"answeredPerSecond"`
 	Created        int64   `json:"created"`
 	Refused        int64   `json:"refused"` // 409
@@ -140,6 +146,10 @@ func (e *Env) ramp(ctx context.Context, name string, hot bool, c RampConfig) (*R
 		name, spec.ID, c.StartRate, c.Factor, c.Step, c.P99, res.Bidders)
 
 	var k int64 // the amounts rise across steps
+	next := func() Job {
+		k++
+		return Job{AuctionID: spec.ID, Key: uuid.New(), BidderID: e.bidders.id(), Amount: cents(start + incCents*k), Kind: KindBid}
+	}
 	bound := time.Duration(c.MaxSteps)*(c.Step+e.opt.Loader.Timeout+2*time.Second) + time.Minute
 	res.records = e.load(ctx, res, bound, func(ld *Loader) {
 		rec := ld.rec
@@ -153,9 +163,9 @@ func (e *Env) ramp(ctx context.Context, name string, hot bool, c RampConfig) (*R
 			}
 			ld.Run(Stream{Rate: rate, Count: int(rate * c.Step.Seconds()), Start: t,
 				Make: func(int, time.Time) (Job, bool) {
-					k++
-					return Job{AuctionID: spec.ID, Key: uuid.New(), BidderID: e.bidders.id(),
-						Amount: cents(start + incCents*k), Kind: KindBid, Step: n}, true
+					j := next()
+					j.Step = n
+					return j, true
 				}})
 			ld.Wait()
 			cpu1 := e.cpu.sample(ctx)
@@ -190,6 +200,16 @@ func (e *Env) ramp(ctx context.Context, name string, hot bool, c RampConfig) (*R
 	}
 	if err := e.audit(ctx, res, []AuctionSpec{spec}, nil, nil); err != nil {
 		return res, err
+	}
+	if n := len(ramp.Steps); c.Floor && n > 0 {
+		step := ramp.Steps[n-1]
+		if ramp.Best != nil {
+			step = *ramp.Best
+		}
+		ramp.Floor = e.rampFloor(ctx, c, step, next)
+		if ramp.Floor.Missing != "" {
+			res.note("--floor: " + ramp.Floor.Missing)
+		}
 	}
 	best := Rate{What: name + ": best sustained step, one auction"}
 	if ramp.Best != nil {
@@ -233,7 +253,7 @@ func stepOf(n int, rate float64, c RampConfig, recs []Record, t time.Time) Step 
 	if sum.Span > secs {
 		secs = sum.Span
 	}
-	st := Step{N: n, Offered: rate, Sent: len(recs), SentPerSec: float64(len(recs)) / secs,
+	st := Step{N: n, Offered: rate, Sent: len(recs), Answered: int64(len(recs)) - sum.Count(Transport), SentPerSec: float64(len(recs)) / secs,
 		Created: sum.Count(Created), Refused: sum.Count(Conflict), AcceptedPerSec: float64(sum.Count(Created)) / c.Step.Seconds(),
 		DecidedPerSec: float64(sum.Count(Created)+sum.Count(Conflict)) / c.Step.Seconds(),
 		Errors:        sum.Errors(), RateLimited: sum.Count(RateLimited), Latency: sum.All, SendLag: sum.SendLag, OK: true}

@@ -231,7 +231,7 @@ func TestScenariosAgainstTheRealStack(t *testing.T) {
 
 	t.Run("hot-max", func(t *testing.T) {
 		c := DefaultHotMax()
-		c.StartRate, c.Step, c.MaxSteps, c.P99 = 200, 700*time.Millisecond, 2, time.Second
+		c.StartRate, c.Step, c.MaxSteps, c.P99, c.Floor = 200, 700*time.Millisecond, 2, time.Second, true
 		res, err := e.HotMax(ctx, c)
 		if err != nil {
 			t.Fatal(err)
@@ -246,6 +246,10 @@ func TestScenariosAgainstTheRealStack(t *testing.T) {
 		}
 		if v := r.VsLimit; v == nil || !strings.HasPrefix(v.Limit, "Redis bid script, 64 caller(s)") || v.DecidedFraction <= 0 {
 			t.Errorf("best step against the Redis limit: %+v", v)
+		}
+		if f := r.Floor; f == nil || f.Missing != "" || f.Answered != f.Sent || f.Sent != int(r.Best.Offered*c.Step.Seconds()) ||
+			f.UsPerAnswer <= 0 || f.BidgateUsPerAnswer <= 0 || f.VsFloor <= 0 {
+			t.Errorf("best step against the floor: %+v", f)
 		}
 	})
 

@@ -71,7 +71,7 @@ func main() {
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
-	case bench.FloorCommand: // the reads scenario's child process, not for users
+	case bench.FloorCommand: // the floor server of reads and --floor, a child process, not for users
 		os.Exit(bench.FloorMain(args, os.Stdin, os.Stdout, os.Stderr))
 	case "flash-sale", "hot-max", "cold-max", "close-burst", "limits", "reads", "browse":
 	default:
@@ -293,6 +293,7 @@ func registerRamp(fs *settings.FlagSet, scenario string) play {
 	fs.Float64Var(&c.MaxRate, "max-rate", c.MaxRate, "rate at most")
 	fs.DurationVar(&c.P99, "p99", c.P99, "a step holds while its p99 (all answers) stays at or under this and no 5xx/transport error appears")
 	fs.IntVar(&c.Bidders, "bidders", 0, "distinct bidder ids (default max(20000, max-rate/2))")
+	fs.BoolVar(&c.Floor, "floor", false, "after the audit, send the best step's rate (the last step's when none held) for one step to a do-nothing fasthttp server (the HTTP floor) and report bidgate's CPU per answer at that step as a multiple of the floor's")
 	return func(ctx context.Context, e *bench.Env) (*bench.Result, error) {
 		if scenario == "cold-max" {
 			return e.ColdMax(ctx, c)
