@@ -32,7 +32,15 @@ type Batchers[K comparable, Req, Res any] struct {
 	InFlight int
 
 	mu     sync.Mutex
-	queues map[K]chan call[Req, Res]
+	queues map[K]*queue[Req, Res]
+}
+
+// queue is one key's waiting requests. It grows with use, not to maxQueue
+// up front: a cold auction's first bid makes one, and most never hold more
+// than a few.
+type queue[Req, Res any] struct {
+	calls []call[Req, Res] // under Batchers.mu
+	wake  chan struct{}    // holds a token while calls may be waiting
 }
 
 type call[Req, Res any] struct {
@@ -50,7 +58,7 @@ type outcome[Res any] struct {
 func New[K comparable, Req, Res any](maxBatch, maxQueue int, idle time.Duration,
 	run func(context.Context, K, []Req) ([]Res, error)) *Batchers[K, Req, Res] {
 	return &Batchers[K, Req, Res]{run: run, maxBatch: maxBatch, maxQueue: maxQueue, idle: idle, Timeout: 5 * time.Second, InFlight: 1,
-		queues: make(map[K]chan call[Req, Res])}
+		queues: make(map[K]*queue[Req, Res])}
 }
 
 // Do queues req under key and waits for its result; a full queue is
@@ -61,16 +69,19 @@ func (b *Batchers[K, Req, Res]) Do(ctx context.Context, key K, req Req) (Res, er
 	b.mu.Lock()
 	q, ok := b.queues[key]
 	if !ok {
-		q = make(chan call[Req, Res], b.maxQueue)
+		q = &queue[Req, Res]{wake: make(chan struct{}, 1)}
 		b.queues[key] = q
 		go b.loop(key, q)
 	}
-	select {
-	case q <- c:
-	default:
+	if len(q.calls) >= b.maxQueue {
 		b.mu.Unlock()
 		var zero Res
 		return zero, bidgate.ErrOverloaded
+	}
+	q.calls = append(q.calls, c)
+	select {
+	case q.wake <- struct{}{}:
+	default: // woken already
 	}
 	b.mu.Unlock()
 
@@ -88,10 +99,25 @@ func (b *Batchers[K, Req, Res]) Do(ctx context.Context, key K, req Req) (Res, er
 func (b *Batchers[K, Req, Res]) Queued(key K) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.queues[key])
+	if q := b.queues[key]; q != nil {
+		return len(q.calls)
+	}
+	return 0
 }
 
-func (b *Batchers[K, Req, Res]) loop(key K, q chan call[Req, Res]) {
+// take moves up to maxBatch of q's waiting requests to calls.
+func (b *Batchers[K, Req, Res]) take(q *queue[Req, Res], calls []call[Req, Res]) []call[Req, Res] {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := min(len(q.calls), b.maxBatch)
+	calls = append(calls, q.calls[:n]...)
+	rest := copy(q.calls, q.calls[n:])
+	clear(q.calls[rest:]) // let the taken calls' results go
+	q.calls = q.calls[:rest]
+	return calls
+}
+
+func (b *Batchers[K, Req, Res]) loop(key K, q *queue[Req, Res]) {
 	timer := time.NewTimer(b.idle)
 	defer timer.Stop()
 	calls := make([]call[Req, Res], 0, b.maxBatch)
@@ -99,13 +125,12 @@ func (b *Batchers[K, Req, Res]) loop(key K, q chan call[Req, Res]) {
 	slots := make(chan struct{}, max(b.InFlight, 1))
 	for {
 		select {
-		case c := <-q:
-			calls = append(calls[:0], c)
+		case <-q.wake:
 		case <-timer.C:
-			// Exit only if nothing arrived meanwhile; Do holds the lock while
-			// it queues, so no request is left in a queue without a reader.
+			// Exit only if nothing is waiting; Do queues under the same
+			// lock, so no request is left in a queue without a reader.
 			b.mu.Lock()
-			if len(q) == 0 {
+			if len(q.calls) == 0 {
 				delete(b.queues, key)
 				b.mu.Unlock()
 				return
@@ -114,24 +139,21 @@ func (b *Batchers[K, Req, Res]) loop(key K, q chan call[Req, Res]) {
 			timer.Reset(b.idle)
 			continue
 		}
-		slots <- struct{}{} // while every call is busy, the batch grows
-	drain:
-		for len(calls) < b.maxBatch {
-			select {
-			case c := <-q:
-				calls = append(calls, c)
-			default:
-				break drain
-			}
-		}
-		if cap(slots) == 1 {
-			b.runBatch(key, calls, reqs[:0])
-			<-slots
-		} else {
-			go func(calls []call[Req, Res]) {
-				b.runBatch(key, calls, make([]Req, 0, len(calls)))
+		for {
+			slots <- struct{}{} // while every call is busy, the batch grows
+			if calls = b.take(q, calls[:0]); len(calls) == 0 {
 				<-slots
-			}(slices.Clone(calls))
+				break
+			}
+			if cap(slots) == 1 {
+				b.runBatch(key, calls, reqs[:0])
+				<-slots
+			} else {
+				go func(calls []call[Req, Res]) {
+					b.runBatch(key, calls, make([]Req, 0, len(calls)))
+					<-slots
+				}(slices.Clone(calls))
+			}
 		}
 		timer.Reset(b.idle)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -67,13 +68,8 @@ func TestBatcherGathersWaitingRequests(t *testing.T) {
 func waitQueued[K comparable, Req, Res any](t *testing.T, b *Batchers[K, Req, Res], key K, n int) {
 	t.Helper()
 	eventually(t, 5*time.Second, fmt.Sprintf("%d requests queued under %v", n, key), func() (int, bool) {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		q, ok := b.queues[key]
-		if !ok {
-			return -1, false
-		}
-		return len(q), len(q) == n
+		queued := b.Queued(key)
+		return queued, queued == n
 	})
 }
 
@@ -186,10 +182,30 @@ func TestBatcherRunsInFlightCallsAtOnce(t *testing.T) {
 	for i := 2; i <= 6; i++ {
 		do(i)
 	}
-	waitQueued(t, b, 1, 4) // the loop holds the fifth, waiting for a call to end
+	waitQueued(t, b, 1, 5)
 	close(release)
 	if n := call("the batch of the waiting requests"); n != 5 {
 		t.Fatalf("a batch of %d, want the 5 that waited", n)
 	}
 	wg.Wait()
+}
+
+// A key's queue grows with what waits, not to maxQueue up front: every
+// cold auction with a bid has one.
+func TestBatcherQueueGrowsWithUse(t *testing.T) {
+	b := New(8, 1<<20, time.Minute, func(_ context.Context, _ int, reqs []int) ([]int, error) {
+		return reqs, nil
+	})
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for key := range 10 {
+		if v, err := b.Do(context.Background(), key, key); err != nil || v != key {
+			t.Fatalf("key %d: %d, %v", key, v, err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	// A queue made at its bound would be 16 MiB a key here.
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
+		t.Fatalf("10 keys with one request each allocated %d bytes", grew)
+	}
 }
