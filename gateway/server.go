@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,6 +49,13 @@ type Server struct {
 	public       *fasthttp.Server
 	internal     *fasthttp.Server
 	admin        *fasthttp.Server
+
+	// fasthttp's Shutdown does nothing to a listener its Serve has not
+	// taken yet, and that Serve would then run for ever: Shutdown also
+	// closes the listeners handed to Serve, and a Serve after it returns.
+	mu        sync.Mutex
+	shutDown  bool
+	listeners []net.Listener
 }
 
 // New builds a Server. ready reports whether the stores answer (GET /readyz);
@@ -99,14 +107,34 @@ func (s *Server) newHTTPServer(h fasthttp.RequestHandler) *fasthttp.Server {
 }
 
 // Serve answers the public API on ln until Shutdown.
-func (s *Server) Serve(ln net.Listener) error { return s.public.Serve(s.patient(ln)) }
+func (s *Server) Serve(ln net.Listener) error { return s.serve(s.public, ln) }
 
 // ServeInternal answers forwarded bids on ln until Shutdown.
-func (s *Server) ServeInternal(ln net.Listener) error { return s.internal.Serve(s.patient(ln)) }
+func (s *Server) ServeInternal(ln net.Listener) error { return s.serve(s.internal, ln) }
 
 // ServeAdmin answers the operators' routes (/metrics, /cluster/*, the
 // detailed /readyz) on ln until Shutdown.
-func (s *Server) ServeAdmin(ln net.Listener) error { return s.admin.Serve(s.patient(ln)) }
+func (s *Server) ServeAdmin(ln net.Listener) error { return s.serve(s.admin, ln) }
+
+// serve runs srv on ln, unless Shutdown came first.
+func (s *Server) serve(srv *fasthttp.Server, ln net.Listener) error {
+	s.mu.Lock()
+	if s.shutDown {
+		s.mu.Unlock()
+		return closeListener(ln)
+	}
+	s.listeners = append(s.listeners, ln)
+	s.mu.Unlock()
+	return srv.Serve(s.patient(ln))
+}
+
+// closeListener closes ln; closed already is no error.
+func closeListener(ln net.Listener) error {
+	if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
+}
 
 func (s *Server) patient(ln net.Listener) net.Listener {
 	return patientListener{Listener: ln, log: s.log, failures: s.metrics.acceptErrors,
@@ -116,7 +144,15 @@ func (s *Server) patient(ln net.Listener) net.Listener {
 // Shutdown stops accepting connections and waits for in-flight requests,
 // on every endpoint.
 func (s *Server) Shutdown(ctx context.Context) error {
-	return errors.Join(s.public.ShutdownWithContext(ctx), s.internal.ShutdownWithContext(ctx), s.admin.ShutdownWithContext(ctx))
+	s.mu.Lock()
+	s.shutDown = true
+	listeners := s.listeners
+	s.mu.Unlock()
+	err := errors.Join(s.public.ShutdownWithContext(ctx), s.internal.ShutdownWithContext(ctx), s.admin.ShutdownWithContext(ctx))
+	for _, ln := range listeners {
+		err = errors.Join(err, closeListener(ln))
+	}
+	return err
 }
 
 // requestContext bounds the store calls of one request. It does not derive
