@@ -359,9 +359,9 @@ func TestOutboxRelayWakesOnNotify(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- relay.Run(runCtx) }()
-	eventually(t, 10*time.Second, "one idle connection listening on outbox", func() (int, bool) {
+	eventually(t, 10*time.Second, "one idle connection listening on the topic's channel", func() (int, bool) {
 		n := count(t, e.db, `SELECT count(*) FROM pg_stat_activity
-WHERE datname = current_database() AND query = 'LISTEN outbox' AND state = 'idle'`)
+WHERE datname = current_database() AND query = 'LISTEN "outbox:auction-closed"' AND state = 'idle'`)
 		return n, n == 1
 	})
 
@@ -378,7 +378,7 @@ WHERE datname = current_database() AND query = 'LISTEN outbox' AND state = 'idle
 	}
 	checkMessages(t, e.db, readTopic(t, broker.Addrs(), 1))
 	// Run gave its connection back to the pool, no longer listening.
-	if c := count(t, e.db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN outbox'`); c != 0 {
+	if c := count(t, e.db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %'`); c != 0 {
 		t.Fatalf("%d connections still listening after Run", c)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -36,7 +37,7 @@ func (l *listener) listen(ctx context.Context) {
 		}
 		return
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+l.channel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
 		if ctx.Err() == nil {
 			l.log.Warn("outbox relay cannot listen; polling", "err", err)
 		}

@@ -77,18 +77,24 @@ func NewOutboxRelay(db *pgxpool.Pool, w Writer, cfg OutboxConfig, reg prometheus
 }
 
 // Run relays until ctx is done, then returns nil. After a full batch it goes
-// on at once; otherwise it waits for a NOTIFY on channel outbox (every
-// commit that adds rows sends one) or PollInterval, whichever comes first,
-// and after a NOTIFY, Gather more for one pass.
+// on at once; otherwise it waits for a NOTIFY on its topic's channel (every
+// commit that adds rows of the topic sends one) or PollInterval, whichever
+// comes first, and after a NOTIFY, Gather more for one pass.
 // Failures back off exponentially, from MinBackoff to MaxBackoff.
 func (r *OutboxRelay) Run(ctx context.Context) error {
-	l := &listener{db: r.db, channel: pgstore.OutboxChannel, log: r.cfg.Log}
+	l := &listener{db: r.db, channel: pgstore.OutboxChannel(r.cfg.Topic), log: r.cfg.Log}
 	defer l.close()
 	l.listen(ctx)
+	var observed time.Time
 	loop := retry.Loop{Task: "relay the outbox to Kafka", Log: r.cfg.Log,
 		Backoff: retry.Backoff{Min: r.cfg.MinBackoff, Max: r.cfg.MaxBackoff},
 		Idle: func(ctx context.Context) {
-			r.observeBacklog(ctx)
+			// Once per PollInterval at most: between notifications that
+			// come faster, the backlog query would double the passes' cost.
+			if time.Since(observed) >= r.cfg.PollInterval {
+				r.observeBacklog(ctx)
+				observed = time.Now()
+			}
 			if l.wait(ctx, r.cfg.PollInterval) {
 				l.gather(ctx, r.cfg.Gather)
 			}

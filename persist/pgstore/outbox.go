@@ -19,8 +19,13 @@ var (
 	outboxBacklogSQL string
 )
 
-// OutboxChannel is the NOTIFY channel AddEvents signals on.
-const OutboxChannel = "outbox"
+// OutboxChannel is the NOTIFY channel that wakes topic's outbox relays:
+// one per topic, so a relay is not woken by rows it does not publish (every
+// outbid notice used to wake the auction-closed and -cancelled relays of
+// every node too, each for a pass that found nothing). The statements that
+// add rows (sql/insert_outbox.sql, and the notices of sql/cold_bid.sql and
+// sql/insert_bids.sql) spell it too.
+func OutboxChannel(topic string) string { return "outbox:" + topic }
 
 // Event is one outbox row: a message for topic, keyed by its aggregate.
 type Event struct {
@@ -29,7 +34,7 @@ type Event struct {
 	Payload     []byte // JSON
 }
 
-// AddEvents writes outbox rows for topic and notifies OutboxChannel; inside
+// AddEvents writes outbox rows for topic and notifies its OutboxChannel; inside
 // the transaction that made them true, so an event exists if and only if
 // its change committed.
 func (s *Store) AddEvents(ctx context.Context, topic string, events []Event) error {

@@ -104,9 +104,9 @@ noticed AS (
      WHERE rule = 'lead' AND leader_id IS NOT NULL
     RETURNING id
 ),
--- Wakes the outbox relays when the bid commits.
+-- Wakes the bid-notifications outbox relays when the bid commits.
 woken AS (
-    SELECT count(*) AS n FROM noticed CROSS JOIN LATERAL pg_notify('outbox', '')
+    SELECT count(*) AS n FROM noticed CROSS JOIN LATERAL pg_notify('outbox:bid-notifications', '')
 )
 SELECT bid_count - CASE rule WHEN 'answered' THEN 1 ELSE 0 END, last_bid_at, end_time,
        CASE rule WHEN 'answered' THEN value ELSE price END, rule <> 'answered', price, new_leader

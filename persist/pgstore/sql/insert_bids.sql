@@ -57,7 +57,7 @@ noticed AS (
     RETURNING id
 ),
 woken AS (
-    SELECT count(*) AS n FROM (SELECT 1 FROM noticed LIMIT 1) x CROSS JOIN LATERAL pg_notify('outbox', '')
+    SELECT count(*) AS n FROM (SELECT 1 FROM noticed LIMIT 1) x CROSS JOIN LATERAL pg_notify('outbox:bid-notifications', '')
 ),
 top AS (
     SELECT DISTINCT ON (auction_id) auction_id, bidder_id, amount

@@ -1,5 +1,5 @@
 -- One outbox row per closed auction, in the closing transaction, and a
--- notification that wakes the outbox relays when it commits (PostgreSQL
+-- notification that wakes the topic's outbox relays when it commits (PostgreSQL
 -- delivers NOTIFY only on commit, and folds repeats within a transaction).
 WITH added AS (
     INSERT INTO outbox (topic, aggregate_id, payload)
@@ -8,4 +8,4 @@ WITH added AS (
     RETURNING id
 )
 SELECT c.n
-  FROM (SELECT count(*) AS n FROM added) c, pg_notify('outbox', '') AS notify
+  FROM (SELECT count(*) AS n FROM added) c, pg_notify('outbox:' || $1::text, '') AS notify
