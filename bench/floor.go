@@ -141,8 +141,15 @@ func startFloor(ctx context.Context, size int) (*floorProc, error) {
 	return p, nil
 }
 
-// cpuSeconds is the floor server's CPU time so far, read from outside.
-func (p *floorProc) cpuSeconds() (float64, error) { return procCPUSeconds(p.cmd.Process.Pid) }
+// sample is the CPU counters of a run against the floor: the floor
+// process's in place of the nodes' (Redis is not read).
+func (p *floorProc) sample(context.Context) cpuSample {
+	s := cpuSample{at: time.Now()}
+	s.self, s.selfErr = selfCPUSeconds()
+	v, err := procCPUSeconds(p.cmd.Process.Pid)
+	s.nodes, s.nodesErr = []float64{v}, err
+	return s
+}
 
 // stop ends the server (its stdin closes) and waits for it, killing it
 // after 10 s.

@@ -1,11 +1,6 @@
 package bench
 
-import (
-	"context"
-	"errors"
-	"fmt"
-	"time"
-)
+import "context"
 
 // floorBidBodyBytes is the floor's answer to a bid: about the size of
 // bidgate's 201 (a bid with its row, the auction's price and leader).
@@ -45,34 +40,23 @@ func (e *Env) rampFloor(ctx context.Context, c RampConfig, step Step, next func(
 			f.Missing = err.Error()
 		}
 	}()
-	lctx, cancel := context.WithTimeout(ctx, c.Step+2*e.opt.Loader.Timeout+10*time.Second)
-	defer cancel()
-	rec := &Recorder{}
-	ld := NewLoader(lctx, []Target{floor.target}, e.opt.Loader, rec, e.tokens)
-	start := time.Now().Add(100 * time.Millisecond)
-	_ = sleepUntil(ctx, start.Add(-10*time.Millisecond))
-	cpu0, err0 := floor.cpuSeconds()
-	ld.Run(Stream{Rate: step.Offered, Count: int(step.Offered * c.Step.Seconds()), Start: start,
-		Make: func(int, time.Time) (Job, bool) { return next(), true }})
-	ld.Wait()
-	cpu1, err1 := floor.cpuSeconds()
-	ld.Close()
-	recs := rec.Records()
-	f.Sent, f.Latency = len(recs), Summarize(recs, start).All
-	for i := range recs {
-		if recs[i].Outcome != Transport {
+	load := e.runSteady(ctx, []Target{floor.target}, step.Offered, c.Step, floor.sample, next)
+	f.Sent, f.Latency = len(load.recs), Summarize(load.recs, load.start).All
+	for i := range load.recs {
+		if load.recs[i].Outcome != Transport {
 			f.Answered++
 		}
 	}
+	cpu := cpuBetween(load.before, load.after, int64(f.Sent), 0)
 	switch {
-	case err0 != nil || err1 != nil:
-		f.Missing = fmt.Sprintf("floor CPU: %v", errors.Join(err0, err1))
+	case cpu.Server == nil:
+		f.Missing = "floor CPU: " + cpu.ServerMissing
 	case f.Answered == 0:
 		f.Missing = "the floor answered nothing"
 	case step.CPU.Server == nil || step.Answered == 0:
 		f.Missing = "bidgate's CPU at the step: " + step.CPU.ServerMissing
 	default:
-		f.UsPerAnswer = (cpu1 - cpu0) * 1e6 / float64(f.Answered)
+		f.UsPerAnswer = cpu.Server.Seconds * 1e6 / float64(f.Answered)
 		f.BidgateUsPerAnswer = step.CPU.Server.Seconds * 1e6 / float64(step.Answered)
 		f.VsFloor = f.BidgateUsPerAnswer / f.UsPerAnswer
 	}

@@ -159,30 +159,19 @@ func (e *Env) ReadsRun(ctx context.Context, c ReadsConfig) (*Result, error) {
 
 // readRun runs one kind for c.Duration at c.Rate and measures it.
 func (e *Env) readRun(ctx context.Context, c ReadsConfig, kind string, round int, reads *Reads, floor *floorProc) ReadRun {
-	targets, auction := e.targets, reads.ColdAuction
+	targets, auction, sample := e.targets, reads.ColdAuction, e.cpu.sample
 	switch kind {
 	case ReadFloor:
-		targets = []Target{floor.target}
+		targets, sample = []Target{floor.target}, floor.sample
 	case ReadHot:
 		auction = reads.HotAuction
 	}
-	count := int(c.Rate * c.Duration.Seconds())
-	lctx, cancel := context.WithTimeout(ctx, c.Duration+2*e.opt.Loader.Timeout+10*time.Second)
-	defer cancel()
-	rec := &Recorder{}
-	ld := NewLoader(lctx, targets, e.opt.Loader, rec, e.tokens)
-	start := time.Now().Add(100 * time.Millisecond)
-	_ = sleepUntil(ctx, start.Add(-10*time.Millisecond))
-	s0 := e.readSample(ctx, kind, floor)
-	ld.Run(Stream{Rate: c.Rate, Count: count, Start: start, Make: func(int, time.Time) (Job, bool) {
-		return Job{AuctionID: auction, Read: true, IfNoneMatch: c.IfNoneMatch, Kind: KindRead, Step: round}, true
-	}})
-	ld.Wait()
-	s1 := e.readSample(ctx, kind, floor)
-	ld.Close()
-	recs := rec.Records()
+	load := e.runSteady(ctx, targets, c.Rate, c.Duration, sample, func() Job {
+		return Job{AuctionID: auction, Read: true, IfNoneMatch: c.IfNoneMatch, Kind: KindRead, Step: round}
+	})
+	recs := load.recs
 
-	sum := Summarize(recs, start)
+	sum := Summarize(recs, load.start)
 	run := ReadRun{Kind: kind, Round: round, Offered: c.Rate, Sent: len(recs), Status: map[string]int64{},
 		Latency: sum.All, SendLag: sum.SendLag}
 	for i := range recs {
@@ -196,7 +185,7 @@ func (e *Env) readRun(ctx context.Context, c ReadsConfig, kind string, round int
 	if sum.Span > 0 {
 		run.AnsweredPerSec = float64(run.Answered) / sum.Span
 	}
-	cpu := cpuBetween(s0, s1, int64(len(recs)), 0)
+	cpu := cpuBetween(load.before, load.after, int64(len(recs)), 0)
 	run.WallSeconds = cpu.WallSeconds
 	if cpu.Generator != nil {
 		run.GenUsPerRequest = cpu.Generator.UsPerRequest
@@ -211,19 +200,6 @@ func (e *Env) readRun(ctx context.Context, c ReadsConfig, kind string, round int
 		}
 	}
 	return run
-}
-
-// readSample is the CPU counters of a reads run: the floor process's in
-// place of the nodes' when it is the floor's run (Redis is not read).
-func (e *Env) readSample(ctx context.Context, kind string, floor *floorProc) cpuSample {
-	if kind != ReadFloor {
-		return e.cpu.sample(ctx)
-	}
-	s := cpuSample{at: time.Now()}
-	s.self, s.selfErr = selfCPUSeconds()
-	v, err := floor.cpuSeconds()
-	s.nodes, s.nodesErr = []float64{v}, err
-	return s
 }
 
 // readMedians is each kind's medians over its runs, and its server CPU

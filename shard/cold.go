@@ -129,10 +129,11 @@ func (c *cold) placeGroup(ctx context.Context, auctionID int64, calls []coldCall
 	}
 	defer conn.Release()
 	store := &pgstore.Store{DB: conn}
-	limit, sent := c.statementLimit(calls, out)
+	sent := stillWaiting(calls, out)
 	if len(sent) == 0 {
 		return out, nil
 	}
+	limit := c.statementLimit(calls, sent)
 	rs := make([]bidgate.BidRequest, len(sent))
 	for k, i := range sent {
 		rs[k] = calls[i].r
@@ -156,17 +157,9 @@ func (c *cold) placeGroup(ctx context.Context, auctionID int64, calls []coldCall
 	return out, nil
 }
 
-// statementLimit is how long PostgreSQL may let each of the group's
-// statements wait and run: lockTimeout, cut so that PostgreSQL's own
-// cancel comes back before the earliest caller's deadline. A statement
-// cancelled by the server is rolled back, and the bids' answers can say
-// so; one abandoned by the client may still commit. The limit is per
-// statement, but only the first can wait for the row lock: the others run
-// under the group's own lock, in well under the margin. sent lists the
-// calls to send; the others' answers are set in out: their callers are
-// gone, or have no time left.
-func (c *cold) statementLimit(calls []coldCall, out []coldAnswer) (limit time.Duration, sent []int) {
-	limit = c.lockTimeout
+// stillWaiting lists the calls worth sending, and answers the others in
+// out: their callers are gone, or have no time left for a statement.
+func stillWaiting(calls []coldCall, out []coldAnswer) (sent []int) {
 	for i, call := range calls {
 		select {
 		case <-call.gone:
@@ -174,17 +167,30 @@ func (c *cold) statementLimit(calls []coldCall, out []coldAnswer) (limit time.Du
 			continue
 		default:
 		}
-		if !call.deadline.IsZero() {
-			left := time.Until(call.deadline) - answerMargin
-			if left < time.Millisecond {
-				out[i].err = &bidgate.TimeoutError{Undecided: true, Err: fmt.Errorf("no time left for the cold bid statement: %w", context.DeadlineExceeded)}
-				continue
-			}
-			limit = min(limit, left)
+		if !call.deadline.IsZero() && time.Until(call.deadline)-answerMargin < time.Millisecond {
+			out[i].err = &bidgate.TimeoutError{Undecided: true, Err: fmt.Errorf("no time left for the cold bid statement: %w", context.DeadlineExceeded)}
+			continue
 		}
 		sent = append(sent, i)
 	}
-	return limit, sent
+	return sent
+}
+
+// statementLimit is how long PostgreSQL may let each of the sent calls'
+// statements wait and run: lockTimeout, cut so that PostgreSQL's own
+// cancel comes back before the earliest caller's deadline. A statement
+// cancelled by the server is rolled back, and the bids' answers can say
+// so; one abandoned by the client may still commit. The limit is per
+// statement, but only the first can wait for the row lock: the others run
+// under the group's own lock, in well under the margin.
+func (c *cold) statementLimit(calls []coldCall, sent []int) time.Duration {
+	limit := c.lockTimeout
+	for _, i := range sent {
+		if d := calls[i].deadline; !d.IsZero() {
+			limit = min(limit, time.Until(d)-answerMargin)
+		}
+	}
+	return max(limit, time.Millisecond)
 }
 
 // lookUp reads the auction and the request id's earlier bid, and refreshes
