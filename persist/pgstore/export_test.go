@@ -11,16 +11,19 @@ import (
 // StoredNoticesSQL lets the tests read the look-up's plan.
 var StoredNoticesSQL = storedNoticesSQL
 
-// ExplainHotWrite is the plan of WriteHotBids' insert of bids, line by line.
-func ExplainHotWrite(ctx context.Context, db Querier, bids []bidgate.BidAccepted) ([]string, error) {
+// ExplainOutbidNotices is the plan of WriteHotBids' outbid notices for
+// bids, all new, line by line.
+func ExplainOutbidNotices(ctx context.Context, db Querier, bids []bidgate.BidAccepted) ([]string, error) {
 	var cols bidColumns
-	for _, b := range bids {
+	var notices outbidColumns
+	for i, b := range bids {
 		if err := cols.add(b); err != nil {
 			return nil, err
 		}
+		notices.add(&cols, i)
 	}
-	rows, err := db.Query(ctx, "EXPLAIN "+insertBidsSQL, cols.auction, cols.bidder, cols.amount, cols.request,
-		cols.seq, cols.accepted, cols.end, cols.kind, cols.max, cols.outbid, cols.outbidMax)
+	rows, err := db.Query(ctx, "EXPLAIN "+insertOutbidNoticesSQL, notices.auction, notices.seq, notices.outbid,
+		notices.outbidMax, notices.amount, notices.accepted)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,8 @@ var (
 	lockAuctionsSQL string
 	//go:embed sql/insert_bids.sql
 	insertBidsSQL string
+	//go:embed sql/insert_outbid_notices.sql
+	insertOutbidNoticesSQL string
 	//go:embed sql/advance_persisted.sql
 	advancePersistedSQL string
 	//go:embed sql/assign_aliases.sql
@@ -49,14 +51,13 @@ var (
 // bids were new; bids of auctions PostgreSQL does not have are dropped.
 func WriteHotBids(ctx context.Context, tx pgx.Tx, bids []bidgate.BidAccepted) (positions map[int64]int64, inserted int64, err error) {
 	var cols bidColumns
-	type seqKey struct{ auction, seq int64 }
-	seen := make(map[seqKey]bool, len(bids))
+	at := make(map[seqKey]int, len(bids)) // index in cols
 	for _, b := range bids {
 		k := seqKey{b.AuctionID, b.Seq}
-		if seen[k] {
+		if _, seen := at[k]; seen {
 			continue
 		}
-		seen[k] = true
+		at[k] = len(cols.auction)
 		if err := cols.add(b); err != nil {
 			return nil, 0, err
 		}
@@ -75,11 +76,26 @@ func WriteHotBids(ctx context.Context, tx pgx.Tx, bids []bidgate.BidAccepted) (p
 		return nil, 0, fmt.Errorf("lock auctions: %w", err)
 	}
 	if len(cols.auction) > 0 {
-		var raised, woken int64
-		err := tx.QueryRow(ctx, insertBidsSQL, cols.auction, cols.bidder, cols.amount, cols.request,
-			cols.seq, cols.accepted, cols.end, cols.kind, cols.max, cols.outbid, cols.outbidMax).Scan(&inserted, &raised, &woken)
+		rows, err := tx.Query(ctx, insertBidsSQL, cols.auction, cols.bidder, cols.amount, cols.request,
+			cols.seq, cols.accepted, cols.end, cols.kind, cols.max)
 		if err != nil {
 			return nil, 0, fmt.Errorf("insert bids: %w", err)
+		}
+		var notices outbidColumns
+		var k seqKey
+		if _, err := pgx.ForEachRow(rows, []any{&k.auction, &k.seq}, func() error {
+			inserted++
+			notices.add(&cols, at[k])
+			return nil
+		}); err != nil {
+			return nil, 0, fmt.Errorf("insert bids: %w", err)
+		}
+		if len(notices.auction) > 0 {
+			var woken int64
+			if err := tx.QueryRow(ctx, insertOutbidNoticesSQL, notices.auction, notices.seq, notices.outbid,
+				notices.outbidMax, notices.amount, notices.accepted).Scan(&woken); err != nil {
+				return nil, 0, fmt.Errorf("write outbid notices: %w", err)
+			}
 		}
 	}
 	rows, err = tx.Query(ctx, advancePersistedSQL, auctions)
@@ -100,6 +116,26 @@ func WriteHotBids(ctx context.Context, tx pgx.Tx, bids []bidgate.BidAccepted) (p
 		}
 	}
 	return positions, inserted, nil
+}
+
+type seqKey struct{ auction, seq int64 }
+
+// outbidColumns are the outbid notices of new rows that took the lead, for
+// insert_outbid_notices.sql.
+type outbidColumns struct {
+	auction, seq, outbid []int64
+	outbidMax, amount    []pgtype.Numeric
+	accepted             []time.Time
+}
+
+// add takes the notice of cols' row i, if it replaced a leader.
+func (n *outbidColumns) add(cols *bidColumns, i int) {
+	if cols.outbid[i] == 0 {
+		return
+	}
+	n.auction, n.seq, n.outbid = append(n.auction, cols.auction[i]), append(n.seq, cols.seq[i]), append(n.outbid, cols.outbid[i])
+	n.outbidMax, n.amount = append(n.outbidMax, cols.outbidMax[i]), append(n.amount, cols.amount[i])
+	n.accepted = append(n.accepted, cols.accepted[i])
 }
 
 // bidColumns holds a batch column by column, for unnest (amounts as

@@ -195,7 +195,7 @@ SELECT 'outbid-probe-' || i, i, 'outbid', 1, 'lot', 1.00, clock_timestamp() FROM
 	if want := []string{bidgate.NoticeID(bidgate.NoticeOutbid, a.ID, 12, 3)}; !slices.Equal(ids, want) {
 		t.Fatalf("outbox notices %v, want %v (the stored %s left out)", ids, want, stored.ID)
 	}
-	lines, err := pgstore.ExplainHotWrite(ctx, db, bids)
+	lines, err := pgstore.ExplainOutbidNotices(ctx, db, bids)
 	if err != nil {
 		t.Fatal(err)
 	}

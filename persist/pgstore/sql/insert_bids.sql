@@ -1,5 +1,8 @@
 -- Writes a batch of hot bids and raises each auction row to the highest bid
--- it newly holds, in one statement; returns how many bids were new.
+-- it newly holds, in one statement; returns the new rows' auction and seq
+-- (their outbid notices are insert_outbid_notices.sql's, in the same
+-- transaction: joining them to the batch here was a nested loop over both,
+-- quadratic in the batch).
 --
 -- Only bids a hot auction could have accepted are written: the auction is
 -- HOT and OPEN (the closer writes the last bids before it settles), the
@@ -19,8 +22,8 @@
 WITH u AS (
     SELECT *
       FROM unnest($1::bigint[], $2::bigint[], $3::numeric[], $4::uuid[], $5::bigint[], $6::timestamptz[],
-                  $7::timestamptz[], $8::text[], $9::numeric[], $10::bigint[], $11::numeric[])
-           AS u(auction_id, bidder_id, amount, request_id, seq, accepted_at, end_time, kind, max_amount, outbid, outbid_max)
+                  $7::timestamptz[], $8::text[], $9::numeric[])
+           AS u(auction_id, bidder_id, amount, request_id, seq, accepted_at, end_time, kind, max_amount)
 ),
 new AS (
     INSERT INTO bid (auction_id, bidder_id, amount, request_id, seq, accepted_at, end_time, kind, max_amount)
@@ -34,30 +37,6 @@ new AS (
        AND NOT EXISTS (SELECT 1 FROM bid b WHERE b.auction_id = u.auction_id AND b.seq = u.seq)
     ON CONFLICT (auction_id, request_id) DO NOTHING
     RETURNING auction_id, bidder_id, amount, seq
-),
--- A new row that took the lead tells the leader it replaced (outbid > 0,
--- from the Redis log): an outbid notice through the outbox, in this
--- transaction, once (a row written before is not new), at the row's amount
--- (a leading row stands at the new price), unless the notice is stored.
-noticed AS (
-    INSERT INTO outbox (topic, aggregate_id, payload)
-    SELECT 'bid-notifications', u.outbid, jsonb_build_object(
-               'id', 'outbid-' || n.auction_id || '-' || n.seq, 'type', 'outbid', 'userId', u.outbid,
-               'auctionId', n.auction_id, 'title', a.title, 'price', n.amount::numeric(14,2)::text,
-               'maxAmount', u.outbid_max::numeric(14,2)::text,
-               'at', to_char(u.accepted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
-      FROM new n
-      JOIN u ON u.auction_id = n.auction_id AND u.seq = n.seq
-      JOIN auction a ON a.id = n.auction_id
-     WHERE u.outbid > 0
-       -- Stored already (the relay's own notice came first, as it mostly
-       -- does): the notifier would drop this copy as known. OFFSET 0 keeps
-       -- it one probe of the id index per row, statistics or none.
-       AND NOT EXISTS (SELECT 1 FROM notification nt WHERE nt.id = 'outbid-' || n.auction_id || '-' || n.seq OFFSET 0)
-    RETURNING id
-),
-woken AS (
-    SELECT count(*) AS n FROM (SELECT 1 FROM noticed LIMIT 1) x CROSS JOIN LATERAL pg_notify('outbox:bid-notifications', '')
 ),
 top AS (
     SELECT DISTINCT ON (auction_id) auction_id, bidder_id, amount
@@ -73,4 +52,4 @@ raised AS (
        AND a.current_price < top.amount
     RETURNING a.id
 )
-SELECT (SELECT count(*) FROM new), (SELECT count(*) FROM raised), (SELECT n FROM woken)
+SELECT n.auction_id, n.seq FROM new n
