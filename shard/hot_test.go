@@ -13,12 +13,15 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/shopspring/decimal"
 
 	"bidgate"
 	"bidgate/internal/await"
 	"bidgate/internal/testdb"
+	"bidgate/internal/testmetrics"
+	"bidgate/internal/testredis"
 	"bidgate/persist/redisstore"
 )
 
@@ -536,4 +539,32 @@ func formatRecord(r slog.Record) string {
 		return true
 	})
 	return b.String()
+}
+
+// --hot-gather reaches the hot batcher: bids that arrive within it of a
+// busy auction's last script call share the next one.
+func TestHotGatherSharesAScriptCall(t *testing.T) {
+	db, _ := testdb.New(t, 4)
+	reg := prometheus.NewRegistry()
+	s := New(db, testredis.Client(t), Config{HotGather: 300 * time.Millisecond, StoreTimeout: time.Minute,
+		ColdLockTimeout: 30 * time.Second, RateLimit: -1, PromoteRate: -1}, reg)
+	a := newHotAuction(t, s, "1000", "1", time.Hour, 0, time.Second)
+	if _, err := s.PlaceBid(ctx, bid(a.ID, 100, "1001")); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.PlaceBid(ctx, bid(a.ID, int64(101+i), strconv.Itoa(1100+i)))
+			if err != nil && !errors.Is(err, bidgate.ErrBidTooLow) {
+				t.Errorf("bid %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if sum, count := testmetrics.Histogram(t, reg, "bidgate_hot_batch_size"); sum != 6 || count != 2 {
+		t.Fatalf("%v bids in %v script calls, want 6 in 2", sum, count)
+	}
 }

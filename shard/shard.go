@@ -27,7 +27,13 @@ import (
 
 // Config tunes a Service. Zero values take DefaultConfig's.
 type Config struct {
-	MaxBatch    int           // bids per hot script call (1 disables batching), at most MaxBatchLimit
+	MaxBatch int // bids per hot script call (1 disables batching), at most MaxBatchLimit
+	// HotGather is the least time between two script calls of one hot
+	// auction while its bids keep coming (batch.Batchers.Gather): at a few
+	// hundred bids a second most calls would otherwise carry one or two
+	// bids, each call costing bidgate and Redis a round trip. A bid waits
+	// at most this long; negative disables.
+	HotGather   time.Duration
 	MaxQueue    int           // waiting bids per auction (hot or cold) before 503
 	BatchIdle   time.Duration // an idle auction's goroutine (hot or cold) exits after this
 	CacheMaxAge time.Duration // price cache entries older than this are ignored
@@ -67,7 +73,7 @@ const MaxBatchLimit = 4096
 // DefaultConfig is the one statement of the shard defaults: New fills a
 // zero field from it, and the command line's flags take theirs from it.
 func DefaultConfig() Config {
-	return Config{MaxBatch: 256, MaxQueue: 4096, BatchIdle: 2 * time.Second, CacheMaxAge: 300 * time.Millisecond,
+	return Config{MaxBatch: 256, HotGather: 5 * time.Millisecond, MaxQueue: 4096, BatchIdle: 2 * time.Second, CacheMaxAge: 300 * time.Millisecond,
 		RateLimit: 5, RateBurst: 10, PromoteRate: 20, StoreTimeout: time.Second, ColdLockTimeout: 500 * time.Millisecond, Replication: redisstore.Replication{Timeout: 500 * time.Millisecond},
 		Log: slog.Default()}
 }
@@ -76,6 +82,7 @@ func DefaultConfig() Config {
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	c.MaxBatch = cmp.Or(c.MaxBatch, d.MaxBatch)
+	c.HotGather = cmp.Or(c.HotGather, d.HotGather)
 	c.MaxQueue = cmp.Or(c.MaxQueue, d.MaxQueue)
 	c.BatchIdle = cmp.Or(c.BatchIdle, d.BatchIdle)
 	c.CacheMaxAge = cmp.Or(c.CacheMaxAge, d.CacheMaxAge)
@@ -96,6 +103,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.MaxBatch < 1 || c.MaxBatch > MaxBatchLimit {
 		errs = append(errs, fmt.Errorf("MaxBatch must be from 1 to %d, got %d", MaxBatchLimit, c.MaxBatch))
+	}
+	if c.HotGather == 0 || c.HotGather >= c.StoreTimeout/2 {
+		errs = append(errs, fmt.Errorf("HotGather must be below half of StoreTimeout (%v), negative to disable, got %v", c.StoreTimeout, c.HotGather))
 	}
 	if c.MaxQueue < 1 {
 		errs = append(errs, fmt.Errorf("MaxQueue must be positive, got %d", c.MaxQueue))
@@ -169,6 +179,7 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, cfg Config, reg prometheus
 	s.hot.batches = batch.New(cfg.MaxBatch, cfg.MaxQueue, cfg.BatchIdle, s.hot.runBatch)
 	s.hot.batches.Observe = func(n int) { m.batchSize.Observe(float64(n)) }
 	s.hot.batches.Timeout = cfg.StoreTimeout
+	s.hot.batches.Gather = max(cfg.HotGather, 0)
 	return s
 }
 

@@ -135,6 +135,7 @@ func (c *config) registerShard(fs *settings.FlagSet) {
 	d := shard.DefaultConfig()
 	c.Shard = d
 	fs.IntVar(&c.Shard.MaxBatch, "hot-batch", d.MaxBatch, "bids per Redis script call on a hot auction (1 disables batching)")
+	fs.DurationVar(&c.Shard.HotGather, "hot-gather", d.HotGather, "least time between two Redis script calls of one busy hot auction: bids that arrive meanwhile share a call, each waiting at most this (negative disables)")
 	fs.IntVar(&c.Shard.MaxQueue, "hot-queue", d.MaxQueue, "bids that may wait on one auction before 503 (a hot auction's batch, a cold auction's turn)")
 	fs.Float64Var(&c.Shard.RateLimit, "rate-limit", d.RateLimit, "bids per second per bidder, across all auctions (negative disables)")
 	fs.IntVar(&c.Shard.RateBurst, "rate-burst", d.RateBurst, "token bucket size per bidder")
@@ -149,7 +150,7 @@ func (c *config) registerShard(fs *settings.FlagSet) {
 	fs.DurationVar(&c.Shard.ColdLockTimeout, "cold-lock-timeout", d.ColdLockTimeout,
 		"how long PostgreSQL lets a cold bid wait for its auction's row lock and run before it cancels it (below --store-timeout)")
 	fs.Check(func() error { return c.Shard.Validate() }, map[string]string{
-		"MaxBatch": "hot-batch", "MaxQueue": "hot-queue", "RateBurst": "rate-burst", "CacheMaxAge": "price-cache-age",
+		"MaxBatch": "hot-batch", "HotGather": "hot-gather", "MaxQueue": "hot-queue", "RateBurst": "rate-burst", "CacheMaxAge": "price-cache-age",
 		"Replication.Replicas": "redis-wait-replicas", "Replication.Timeout": "redis-wait-timeout",
 		"StoreTimeout": "store-timeout", "ColdLockTimeout": "cold-lock-timeout"})
 }

@@ -14,9 +14,10 @@ import (
 
 // Batchers runs one goroutine per key (a hot auction, say) that takes
 // whatever requests are waiting for that key, up to maxBatch, and decides
-// them with one call of run. There is no artificial delay: a lone request
-// goes out at once, and requests that arrive while a call is in flight form
-// the next batch. A goroutine exits after idle time with nothing queued.
+// them with one call of run. A lone request goes out at once, and requests
+// that arrive while a call is in flight form the next batch; with Gather
+// set, also those that arrive within Gather of the previous call's start.
+// A goroutine exits after idle time with nothing queued.
 type Batchers[K comparable, Req, Res any] struct {
 	run      func(ctx context.Context, key K, reqs []Req) ([]Res, error)
 	maxBatch int
@@ -30,6 +31,13 @@ type Batchers[K comparable, Req, Res any] struct {
 	// unless set before the first Do): a batch forms while they are all
 	// busy. Beyond 1, batches of a key are not decided in order.
 	InFlight int
+	// Gather, when set before the first Do, is the least time between the
+	// starts of two calls of one key. A call costs its round trip however
+	// few requests it carries, and at a few hundred requests a second the
+	// gap between two is longer than a call: without it nearly every
+	// request is a call of its own. A request after a quiet spell still
+	// goes out at once; one in a busy key waits at most Gather.
+	Gather time.Duration
 
 	mu     sync.Mutex
 	queues map[K]*queue[Req, Res]
@@ -123,6 +131,7 @@ func (b *Batchers[K, Req, Res]) loop(key K, q *queue[Req, Res]) {
 	calls := make([]call[Req, Res], 0, b.maxBatch)
 	reqs := make([]Req, 0, b.maxBatch)
 	slots := make(chan struct{}, max(b.InFlight, 1))
+	var started time.Time // the last call's
 	for {
 		select {
 		case <-q.wake:
@@ -141,10 +150,14 @@ func (b *Batchers[K, Req, Res]) loop(key K, q *queue[Req, Res]) {
 		}
 		for {
 			slots <- struct{}{} // while every call is busy, the batch grows
+			if wait := b.Gather - time.Since(started); wait > 0 {
+				time.Sleep(wait) // and while the key is busy, for Gather
+			}
 			if calls = b.take(q, calls[:0]); len(calls) == 0 {
 				<-slots
 				break
 			}
+			started = time.Now()
 			if cap(slots) == 1 {
 				b.runBatch(key, calls, reqs[:0])
 				<-slots

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -207,5 +208,48 @@ func TestBatcherQueueGrowsWithUse(t *testing.T) {
 	// A queue made at its bound would be 16 MiB a key here.
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
 		t.Fatalf("10 keys with one request each allocated %d bytes", grew)
+	}
+}
+
+// With Gather, the calls of a busy key start at least Gather apart, and
+// what arrives meanwhile is one batch; the first request goes out at once.
+func TestBatcherGathersABusyKey(t *testing.T) {
+	const gather = 200 * time.Millisecond
+	var mu sync.Mutex
+	var starts []time.Time
+	var sizes []int
+	b := New(64, 100, time.Minute, func(_ context.Context, _ int, reqs []int) ([]int, error) {
+		mu.Lock()
+		starts, sizes = append(starts, time.Now()), append(sizes, len(reqs))
+		mu.Unlock()
+		return reqs, nil
+	})
+	b.Gather = gather
+	if _, err := b.Do(context.Background(), 1, 0); err != nil { // the first call
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 5 { // arrive well within Gather of the first call
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if v, err := b.Do(context.Background(), 1, i); err != nil || v != i {
+				t.Errorf("request %d: %d, %v", i, v, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if _, err := b.Do(context.Background(), 1, 9); err != nil { // a third call
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(sizes, []int{1, 5, 1}) {
+		t.Fatalf("batch sizes %v, want [1 5 1]", sizes)
+	}
+	for i := 1; i < len(starts); i++ {
+		if gap := starts[i].Sub(starts[i-1]); gap < gather {
+			t.Errorf("call %d began %v after the one before, under Gather (%v)", i, gap, gather)
+		}
 	}
 }
