@@ -255,6 +255,9 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 		return len(msgs), err
 	}
 	r.metrics.relayed.Add(float64(len(msgs)))
+	if len(msgs) > 0 {
+		r.metrics.passes.Inc()
+	}
 	return len(msgs), nil
 }
 
@@ -460,10 +463,10 @@ func bidMessage(b bidgate.BidAccepted) (kafka.Message, error) {
 }
 
 type relayMetrics struct {
-	relayed, errors, refeeds, refeedBids prometheus.Counter
-	stuck                                prometheus.Gauge
-	noticeErrors                         prometheus.Counter
-	lag                                  prometheus.Gauge
+	relayed, passes, errors, refeeds, refeedBids prometheus.Counter
+	stuck                                        prometheus.Gauge
+	noticeErrors                                 prometheus.Counter
+	lag                                          prometheus.Gauge
 }
 
 func newRelayMetrics(reg prometheus.Registerer) *relayMetrics {
@@ -471,6 +474,8 @@ func newRelayMetrics(reg prometheus.Registerer) *relayMetrics {
 	m := &relayMetrics{
 		relayed: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_relay_bids_total", Help: "Hot bids produced to Kafka bid-accepted (duplicates included)."}),
+		passes: f.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_relay_passes_total", Help: "Relay passes that produced bids: bidgate_relay_bids_total over it is the bids one pass carries."}),
 		errors: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_relay_errors_total", Help: "Relay passes that failed (Kafka, Redis or PostgreSQL)."}),
 		refeeds: f.NewCounter(prometheus.CounterOpts{
