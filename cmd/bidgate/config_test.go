@@ -261,3 +261,23 @@ func TestEveryCommandReadsTheEnvironment(t *testing.T) {
 		})
 	}
 }
+
+func TestDevNodesShareTheCores(t *testing.T) {
+	for _, tc := range []struct {
+		set          string
+		cores, nodes int
+		want         int
+		ok           bool
+	}{
+		{"", 2, 1, 0, false}, // a lone node keeps every core
+		{"", 2, 2, 1, true},
+		{"", 2, 3, 1, true}, // never below one
+		{"", 8, 3, 2, true},
+		{"4", 8, 3, 0, false}, // the user's GOMAXPROCS stands
+	} {
+		got, ok := coreShare(tc.set, tc.cores, tc.nodes)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("coreShare(%q, %d cores, %d nodes) = %d, %v; want %d, %v", tc.set, tc.cores, tc.nodes, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -141,6 +142,10 @@ func startDevNodes(self string, c devConfig, wg *sync.WaitGroup) ([]*devNode, er
 	env := []string{settings.EnvName("cluster-secret") + "=" + hex.EncodeToString(secret),
 		settings.EnvName("cluster-key") + "=" + hex.EncodeToString(gossipKey),
 		settings.EnvName("event-signing-key") + "=" + base64.StdEncoding.EncodeToString(eventKey)}
+	if procs, ok := coreShare(os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0), c.Nodes); ok {
+		env = append(env, "GOMAXPROCS="+strconv.Itoa(procs))
+		fmt.Printf("bidgate dev: each node schedules on %d of the %d cores they share (GOMAXPROCS)\n", procs, runtime.GOMAXPROCS(0))
+	}
 	var nodes []*devNode
 	for i := range c.Nodes {
 		id := fmt.Sprintf("node%d", i+1)
@@ -153,6 +158,18 @@ func startDevNodes(self string, c devConfig, wg *sync.WaitGroup) ([]*devNode, er
 			id, c.BasePort+i, c.BasePort+100+i, c.BasePort+200+i, c.BasePort+300+i, n.cmd.Process.Pid)
 	}
 	return nodes, nil
+}
+
+// coreShare is the GOMAXPROCS of each of n nodes sharing cores: a share
+// each, as each would have cores of its own in production. Every node on
+// all the cores makes n runtimes spin and park threads against each other
+// (measured with three nodes on two cores). It is not set (false) for a
+// lone node, which keeps them all, nor over a GOMAXPROCS the user set.
+func coreShare(set string, cores, n int) (int, bool) {
+	if set != "" || n <= 1 {
+		return 0, false
+	}
+	return max(1, cores/n), true
 }
 
 // nodeArgs are the arguments of the i-th node, id, of the layout
