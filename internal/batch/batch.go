@@ -36,7 +36,8 @@ type Batchers[K comparable, Req, Res any] struct {
 	// few requests it carries, and at a few hundred requests a second the
 	// gap between two is longer than a call: without it nearly every
 	// request is a call of its own. A request after a quiet spell still
-	// goes out at once; one in a busy key waits at most Gather.
+	// goes out at once, and so does a whole batch; one in a busy key waits
+	// at most Gather.
 	Gather time.Duration
 
 	mu     sync.Mutex
@@ -113,6 +114,15 @@ func (b *Batchers[K, Req, Res]) Queued(key K) int {
 	return 0
 }
 
+// full says whether q holds a whole batch already: it goes without
+// waiting out Gather, so that Gather never caps a key's rate at maxBatch
+// per Gather.
+func (b *Batchers[K, Req, Res]) full(q *queue[Req, Res]) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(q.calls) >= b.maxBatch
+}
+
 // take moves up to maxBatch of q's waiting requests to calls.
 func (b *Batchers[K, Req, Res]) take(q *queue[Req, Res], calls []call[Req, Res]) []call[Req, Res] {
 	b.mu.Lock()
@@ -150,7 +160,7 @@ func (b *Batchers[K, Req, Res]) loop(key K, q *queue[Req, Res]) {
 		}
 		for {
 			slots <- struct{}{} // while every call is busy, the batch grows
-			if wait := b.Gather - time.Since(started); wait > 0 {
+			if wait := b.Gather - time.Since(started); wait > 0 && !b.full(q) {
 				time.Sleep(wait) // and while the key is busy, for Gather
 			}
 			if calls = b.take(q, calls[:0]); len(calls) == 0 {

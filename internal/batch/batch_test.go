@@ -253,3 +253,39 @@ func TestBatcherGathersABusyKey(t *testing.T) {
 		}
 	}
 }
+
+// A whole batch does not wait out Gather: it would cap a key at maxBatch
+// requests per Gather.
+func TestBatcherSendsAWholeBatchAtOnce(t *testing.T) {
+	release, running := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	b := New(2, 100, time.Minute, func(_ context.Context, _ int, reqs []int) ([]int, error) {
+		if calls.Add(1) == 1 {
+			close(running)
+			<-release
+		}
+		return reqs, nil
+	})
+	b.Gather = time.Hour
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range 3 { // one in the first call, then a whole batch of two
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if v, err := b.Do(ctx, 1, i); err != nil || v != i {
+				t.Errorf("request %d: %d, %v (a whole batch waited for Gather)", i, v, err)
+			}
+		}()
+		if i == 0 {
+			awaitClosed(t, running, "the first request in flight")
+		}
+	}
+	waitQueued(t, b, 1, 2)
+	close(release)
+	wg.Wait()
+	if n := calls.Load(); n != 2 {
+		t.Errorf("%d calls, want 2", n)
+	}
+}
