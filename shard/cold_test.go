@@ -30,6 +30,12 @@ var ctx = context.Background()
 // for one row, under the race detector.
 func newService(t *testing.T, db *pgxpool.Pool, cfg Config) *Service {
 	t.Helper()
+	return newServiceOn(t, db, cfg, prometheus.NewRegistry())
+}
+
+// newServiceOn is newService with its metrics on reg.
+func newServiceOn(t *testing.T, db *pgxpool.Pool, cfg Config, reg prometheus.Registerer) *Service {
+	t.Helper()
 	if cfg.StoreTimeout == 0 {
 		cfg.StoreTimeout, cfg.ColdLockTimeout = time.Minute, cmp.Or(cfg.ColdLockTimeout, 30*time.Second)
 	}
@@ -39,7 +45,7 @@ func newService(t *testing.T, db *pgxpool.Pool, cfg Config) *Service {
 	if cfg.PromoteRate == 0 {
 		cfg.PromoteRate = -1
 	}
-	return New(db, testredis.Client(t), cfg, prometheus.NewRegistry())
+	return New(db, testredis.Client(t), cfg, reg)
 }
 
 func newAuction(t *testing.T, s *Service, start, inc string, d time.Duration, window, by time.Duration) bidgate.Auction {

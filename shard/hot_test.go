@@ -21,7 +21,6 @@ import (
 	"bidgate/internal/await"
 	"bidgate/internal/testdb"
 	"bidgate/internal/testmetrics"
-	"bidgate/internal/testredis"
 	"bidgate/persist/redisstore"
 )
 
@@ -546,8 +545,7 @@ func formatRecord(r slog.Record) string {
 func TestHotGatherSharesAScriptCall(t *testing.T) {
 	db, _ := testdb.New(t, 4)
 	reg := prometheus.NewRegistry()
-	s := New(db, testredis.Client(t), Config{HotGather: 300 * time.Millisecond, StoreTimeout: time.Minute,
-		ColdLockTimeout: 30 * time.Second, RateLimit: -1, PromoteRate: -1}, reg)
+	s := newServiceOn(t, db, Config{HotGather: 300 * time.Millisecond}, reg)
 	a := newHotAuction(t, s, "1000", "1", time.Hour, 0, time.Second)
 	if _, err := s.PlaceBid(ctx, bid(a.ID, 100, "1001")); err != nil {
 		t.Fatal(err)
