@@ -228,7 +228,8 @@ func (n *Notifier) RunSweep(ctx context.Context) error {
 
 // SweepOnce checks one batch of published notice rows after the sweep's
 // cursor, stores (and publishes) the ones missing, and moves the cursor
-// past the batch. It returns how many rows it checked.
+// past the batch. It returns how many rows it checked: none while another
+// notifier sweeps.
 func (n *Notifier) SweepOnce(ctx context.Context) (int, error) {
 	var (
 		checked int
@@ -258,6 +259,9 @@ func (n *Notifier) SweepOnce(ctx context.Context) (int, error) {
 		}
 		return pgstore.AdvanceNoticeSweep(ctx, tx, upto)
 	})
+	if errors.Is(err, pgstore.ErrSweepBusy) {
+		return 0, nil
+	}
 	if err != nil {
 		n.metrics.errors.WithLabelValues("postgres").Inc()
 		return 0, err

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"time"
 
@@ -119,39 +120,39 @@ var (
 // ago. It returns the payloads of those whose notice is not stored (Kafka
 // lost them), the id the cursor may move to once they are, and how many
 // rows it checked. It stops at the first row not yet published or
-// published within grace.
+// published within grace. When another transaction holds the cursor (a
+// notifier sweeping now), it checks nothing and returns ErrSweepBusy.
 func UnstoredNotices(ctx context.Context, tx pgx.Tx, grace time.Duration, limit int) (payloads [][]byte, upto int64, checked int, err error) {
-	if err := tx.QueryRow(ctx, lockNoticeSweepSQL).Scan(&upto); err != nil {
+	switch err := tx.QueryRow(ctx, lockNoticeSweepSQL).Scan(&upto); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, 0, 0, ErrSweepBusy
+	case err != nil:
 		return nil, 0, 0, fmt.Errorf("lock the notice sweep: %w", err)
 	}
 	rows, err := tx.Query(ctx, publishedNoticesSQL, bidgate.TopicBidNotifications, upto, grace.Seconds(), limit)
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("read published notices after %d: %w", upto, err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			id              int64
-			payload         []byte
-			settled, stored bool
-		)
-		if err := rows.Scan(&id, &payload, &settled, &stored); err != nil {
-			return nil, 0, 0, fmt.Errorf("read published notices after %d: %w", upto, err)
-		}
-		if !settled {
-			break
-		}
+	var (
+		id      int64
+		payload []byte
+		stored  bool
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &payload, &stored}, func() error {
 		if !stored {
 			payloads = append(payloads, payload)
 		}
 		upto, checked = id, checked+1
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, 0, 0, fmt.Errorf("read published notices: %w", err)
 	}
 	return payloads, upto, checked, nil
 }
+
+// ErrSweepBusy is UnstoredNotices' answer while another notifier sweeps.
+var ErrSweepBusy = errors.New("another notifier is sweeping")
 
 // AdvanceNoticeSweep moves the sweep's cursor to upto (never back).
 func AdvanceNoticeSweep(ctx context.Context, tx pgx.Tx, upto int64) error {
