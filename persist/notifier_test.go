@@ -346,3 +346,55 @@ func TestSweepStoresTheNoticesKafkaLost(t *testing.T) {
 		t.Fatalf("stored for bob %v, want [%s]", got, bobs)
 	}
 }
+
+// countingWriter counts the messages it passes on to w.
+type countingWriter struct {
+	w    persist.Writer
+	sent int
+}
+
+func (c *countingWriter) WriteMessages(ctx context.Context, msgs ...kafkago.Message) error {
+	c.sent += len(msgs)
+	return c.w.WriteMessages(ctx, msgs...)
+}
+
+// An outbox notice whose notice is stored already (its other copy came
+// first) is marked published without being sent; one not stored is sent.
+func TestOutboxSkipsStoredNotices(t *testing.T) {
+	p := newPipeline(t)
+	kw := kafka.NewWriter(p.broker.Addrs(), bidgate.TopicBidNotifications, kafka.Security{})
+	p.closeAtEnd("writer", kw.Close)
+	w := &countingWriter{w: kw}
+	reg := prometheus.NewRegistry()
+	relay := persist.NewOutboxRelay(p.db, w, persist.OutboxConfig{Topic: bidgate.TopicBidNotifications}, reg)
+	a, err := p.shard.CreateAuction(context.Background(), bidgate.NewAuction{SellerID: 9_000_003, Title: "skipped lot",
+		StartPrice: decimal.NewFromInt(100), MinIncrement: decimal.NewFromInt(1), EndTime: time.Now().Add(time.Hour), ExtendBy: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const alice, bob = 8_000_021, 8_000_022
+	p.place(a, alice, 110)
+	p.place(a, bob, 120) // outbid-<a>-2 to alice, in the outbox
+	stored := fmt.Sprintf("outbid-%d-2", a.ID)
+	if _, err := p.db.Exec(context.Background(), `INSERT INTO notification (id, user_id, type, auction_id, title, price, at)
+VALUES ($1, $2, 'outbid', $3, 'skipped lot', 120.00, clock_timestamp())`, stored, alice, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := relay.PublishPending(context.Background()); err != nil || n != 1 || w.sent != 0 {
+		t.Fatalf("marked %d rows (%v), sent %d; want 1 marked, none sent", n, err, w.sent)
+	}
+	if v := testmetrics.Value(t, reg, "bidgate_outbox_delivered_total"); v != 1 {
+		t.Fatalf("delivered metric %v, want 1", v)
+	}
+	p.place(a, alice, 130) // outbid-<a>-3 to bob, not stored
+	if n, err := relay.PublishPending(context.Background()); err != nil || n != 1 || w.sent != 1 {
+		t.Fatalf("marked %d rows (%v), sent %d; want 1 marked and sent", n, err, w.sent)
+	}
+	var pending int
+	if err := p.db.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&pending); err != nil {
+		t.Fatal(err)
+	}
+	if pending != 0 {
+		t.Fatalf("%d outbox rows left unpublished", pending)
+	}
+}

@@ -106,33 +106,38 @@ func (r *OutboxRelay) Run(ctx context.Context) error {
 }
 
 // PublishPending publishes one batch of unpublished rows with one
-// WriteMessages call and marks them published. It returns how many it
-// published; on an error none is marked, and all are sent again later.
+// WriteMessages call and marks them published. A notice already stored
+// (Event.Delivered) is marked without being sent. It returns how many rows
+// it marked; on an error none is, and all are sent again later.
 func (r *OutboxRelay) PublishPending(ctx context.Context) (int, error) {
-	var n int
+	var n, delivered int
 	kafkaFailed := false
 	err := pgstore.InTx(ctx, r.db, func(tx pgx.Tx) error {
-		n, kafkaFailed = 0, false
+		n, delivered, kafkaFailed = 0, 0, false
 		store := pgstore.Store{DB: tx}
 		events, err := store.PendingEvents(ctx, r.cfg.Topic, r.cfg.BatchSize)
 		if err != nil || len(events) == 0 {
 			return err
 		}
 		ids := make([]int64, len(events))
-		msgs := make([]kafka.Message, len(events))
+		msgs := make([]kafka.Message, 0, len(events))
 		for i, e := range events {
 			ids[i] = e.ID
-			msgs[i] = kafka.Message{Key: []byte(strconv.FormatInt(e.AggregateID, 10)), Value: e.Payload}
+			if !e.Delivered {
+				msgs = append(msgs, kafka.Message{Key: []byte(strconv.FormatInt(e.AggregateID, 10)), Value: e.Payload})
+			}
 		}
-		r.cfg.Signer.SignBatch(msgs, r.cfg.Topic)
-		if err := r.w.WriteMessages(ctx, msgs...); err != nil {
-			kafkaFailed = true
-			return fmt.Errorf("publish %d outbox rows (ids %d..%d) to %s: %w", len(ids), ids[0], ids[len(ids)-1], r.cfg.Topic, err)
+		if len(msgs) > 0 {
+			r.cfg.Signer.SignBatch(msgs, r.cfg.Topic)
+			if err := r.w.WriteMessages(ctx, msgs...); err != nil {
+				kafkaFailed = true
+				return fmt.Errorf("publish %d outbox rows (ids %d..%d) to %s: %w", len(msgs), ids[0], ids[len(ids)-1], r.cfg.Topic, err)
+			}
 		}
 		if err := store.MarkPublished(ctx, ids); err != nil {
 			return err
 		}
-		n = len(ids)
+		n, delivered = len(ids), len(ids)-len(msgs)
 		return nil
 	})
 	if err != nil {
@@ -145,6 +150,7 @@ func (r *OutboxRelay) PublishPending(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	r.metrics.published.Add(float64(n))
+	r.metrics.delivered.Add(float64(delivered))
 	if n > 0 {
 		r.metrics.batch.Observe(float64(n))
 	}

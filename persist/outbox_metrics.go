@@ -7,6 +7,7 @@ import (
 
 type outboxMetrics struct {
 	published prometheus.Counter
+	delivered prometheus.Counter   // of published, marked without sending
 	batch     prometheus.Histogram // rows per pass that published any
 	failures  *prometheus.CounterVec
 	pending   prometheus.Gauge
@@ -18,7 +19,11 @@ func newOutboxMetrics(reg prometheus.Registerer) *outboxMetrics {
 	return &outboxMetrics{
 		published: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_outbox_published_total",
-			Help: "Outbox rows published to Kafka and marked published.",
+			Help: "Outbox rows marked published: sent to Kafka, or delivered already (bidgate_outbox_delivered_total).",
+		}),
+		delivered: f.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_outbox_delivered_total",
+			Help: "Outbox rows marked published without being sent: notices stored already (the relay's own copy of an outbid came first).",
 		}),
 		batch: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "bidgate_outbox_batch_size",

@@ -32,6 +32,9 @@ type Event struct {
 	ID          int64 // set by PendingEvents
 	AggregateID int64
 	Payload     []byte // JSON
+	// Delivered (set by PendingEvents) marks a notice stored already: the
+	// row needs marking published, not sending.
+	Delivered bool
 }
 
 // AddEvents writes outbox rows for topic and notifies its OutboxChannel; inside
@@ -64,7 +67,7 @@ func (s *Store) PendingEvents(ctx context.Context, topic string, limit int) ([]E
 	}
 	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Event, error) {
 		var e Event
-		err := row.Scan(&e.ID, &e.AggregateID, &e.Payload)
+		err := row.Scan(&e.ID, &e.AggregateID, &e.Payload, &e.Delivered)
 		return e, err
 	})
 	if err != nil {
