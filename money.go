@@ -3,7 +3,7 @@ package bidgate
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
+	"strings"
 
 	"github.com/shopspring/decimal"
 )
@@ -11,19 +11,36 @@ import (
 // MaxAmount is the largest value of the NUMERIC(14,2) columns money is kept in.
 var MaxAmount = decimal.RequireFromString("999999999999.99")
 
-// plainDecimal is the only notation accepted for money: digits with no
-// leading zero (a lone 0 before the point is the zero itself), optionally a
-// point and one or two more digits. No sign, no exponent: like an id, an
-// amount has one way to be written, so "05000" is refused as "01" is.
-var plainDecimal = regexp.MustCompile(`^(0|[1-9][0-9]{0,14})(\.[0-9]{1,2})?$`)
-
 // ParseMoney parses an amount written in plain decimal notation with at most
-// two decimals. The range is checked by CheckMoney.
+// two decimals: digits with no leading zero (a lone 0 before the point is
+// the zero itself), optionally a point and one or two more digits, at most
+// 15 digits before it. No sign, no exponent: like an id, an amount has one
+// way to be written, so "05000" is refused as "01" is. The range is checked
+// by CheckMoney.
+//
+// It reads the digits itself rather than with a regular expression and
+// decimal.NewFromString: every bid's amounts are parsed on the way in and
+// again by the persister and the notifier, and the two cost 1.5 % of a node's
+// CPU in a flash sale.
 func ParseMoney(s string) (decimal.Decimal, error) {
-	if !plainDecimal.MatchString(s) {
+	whole, frac, point := strings.Cut(s, ".")
+	ok := len(whole) >= 1 && len(whole) <= 15 && (whole[0] != '0' || len(whole) == 1) &&
+		(!point || len(frac) >= 1 && len(frac) <= 2)
+	var v int64
+	for i := 0; ok && i < len(whole)+len(frac); i++ {
+		c := byte(0)
+		if i < len(whole) {
+			c = whole[i]
+		} else {
+			c = frac[i-len(whole)]
+		}
+		ok = c >= '0' && c <= '9'
+		v = v*10 + int64(c-'0')
+	}
+	if !ok {
 		return decimal.Decimal{}, fmt.Errorf("%q is not a plain decimal with at most two decimals", s)
 	}
-	return decimal.NewFromString(s)
+	return decimal.New(v, -int32(len(frac))), nil
 }
 
 // CheckMoney checks that d fits NUMERIC(14,2) and is positive (or zero, when

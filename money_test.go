@@ -75,3 +75,15 @@ func TestCheckMoney(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkParseMoney parses the amounts a bid carries.
+func BenchmarkParseMoney(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, s := range []string{"1250000.50", "0.5", "999999999999.99", "42"} {
+			if _, err := ParseMoney(s); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
