@@ -25,7 +25,7 @@ var (
 // database clock; ok is false when it wrote nothing (a LookUpBid says why).
 // Run it in a transaction with AddClosedEvents.
 func (s *Store) BuyNowCold(ctx context.Context, auctionID, buyer int64, requestID uuid.UUID) (c Closed, ok bool, err error) {
-	err = s.DB.QueryRow(ctx, buyNowColdSQL, auctionID, buyer, requestID).
+	err = s.DB.QueryRow(ctx, buyNowColdSQL, auctionID, buyer, uuidParam(requestID)).
 		Scan(&c.ID, &c.Leader, &c.Price, &c.BidCount, &c.EndTime, &c.ClosedAt, &c.Reserve)
 	switch {
 	case err == nil:

@@ -48,7 +48,7 @@ type ColdView struct {
 // LookUpBid reads the auction a bid is for and the bid its request id made
 // before, if any. It fails with bidgate.ErrAuctionNotFound.
 func (s *Store) LookUpBid(ctx context.Context, r bidgate.BidRequest) (ColdView, error) {
-	return scanColdView(s.DB.QueryRow(ctx, lookUpSQL, r.AuctionID, r.RequestID, bidgate.AutomaticRequestID(r.RequestID)), r)
+	return scanColdView(s.DB.QueryRow(ctx, lookUpSQL, r.AuctionID, uuidParam(r.RequestID), uuidParam(bidgate.AutomaticRequestID(r.RequestID))), r)
 }
 
 // scanColdView reads look_up.sql's row for r.
@@ -134,10 +134,10 @@ func (s *Store) PlaceColdBids(ctx context.Context, rs []bidgate.BidRequest, limi
 	batch := &pgx.Batch{}
 	batch.Queue(limitStatementSQL, strconv.FormatInt(max(limit.Milliseconds(), 1), 10))
 	for _, r := range rs {
-		batch.Queue(coldBidSQL, r.AuctionID, r.BidderID, r.Amount, r.RequestID, string(r.Kind()),
-			bidgate.AutomaticRequestID(r.RequestID))
+		req, auto := uuidParam(r.RequestID), uuidParam(bidgate.AutomaticRequestID(r.RequestID))
+		batch.Queue(coldBidSQL, r.AuctionID, r.BidderID, numeric(r.Amount), req, string(r.Kind()), auto)
 		batch.Queue(assignAliasSQL, r.AuctionID, r.BidderID)
-		batch.Queue(lookUpSQL, r.AuctionID, r.RequestID, bidgate.AutomaticRequestID(r.RequestID))
+		batch.Queue(lookUpSQL, r.AuctionID, req, auto)
 	}
 	results := s.DB.SendBatch(ctx, batch)
 	_, err := results.Exec()

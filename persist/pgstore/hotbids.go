@@ -143,7 +143,7 @@ func (n *outbidColumns) add(cols *bidColumns, i int) {
 type bidColumns struct {
 	auction, bidder, seq []int64
 	amount               []pgtype.Numeric
-	request              []uuid.UUID
+	request              []pgtype.UUID
 	accepted, end        []time.Time
 	kind                 []string
 	max                  []pgtype.Numeric // not Valid: NULL
@@ -164,7 +164,7 @@ func (c *bidColumns) add(b bidgate.BidAccepted) error {
 		return err
 	}
 	c.auction, c.bidder, c.seq = append(c.auction, b.AuctionID), append(c.bidder, b.BidderID), append(c.seq, b.Seq)
-	c.amount, c.request = append(c.amount, numeric(amount)), append(c.request, req)
+	c.amount, c.request = append(c.amount, numeric(amount)), append(c.request, uuidParam(req))
 	c.accepted, c.end = append(c.accepted, b.AcceptedAt), append(c.end, b.EndTime)
 	kind, max := b.Kind, pgtype.Numeric{}
 	if kind == "" {
