@@ -13,11 +13,15 @@ import (
 )
 
 // The comparison puts each size's run on a row, bidgate's CPU per decided
-// bid as a ratio to the first row, and "-" where a party was not measured.
+// bid as a ratio to the first row and to the floor's (--floor), and "-"
+// where a party was not measured.
 func TestWriteComparison(t *testing.T) {
 	run := func(server, redis *CPUUse, decided int64, p99 float64, failed bool) *Result {
 		r := &Result{Latency: Summary{All: Latency{P50: 2, P99: p99}}, Warmup: &Summary{All: Latency{P99: 10 * p99}},
 			CPU: &CPU{WallSeconds: 10, Decided: decided, Server: server, Redis: redis}}
+		if server != nil {
+			r.Floor = &FlashSaleFloor{DecidedVsFloor: server.UsPerDecided / 40}
+		}
 		if failed {
 			r.Checks = []Check{{Name: "x", Pass: false}}
 		}
@@ -31,16 +35,16 @@ func TestWriteComparison(t *testing.T) {
 		{"one and three", []Compared{
 			{1, run(&CPUUse{UsPerDecided: 300}, &CPUUse{UsPerDecided: 70}, 25000, 36.9, false)},
 			{3, run(&CPUUse{UsPerDecided: 420}, &CPUUse{UsPerDecided: 75}, 24000, 80, true)},
-		}, []string{"1  2500  2.00  36.90  369.00  300.0  1.00x  70.0  0", "3  2400  2.00  80.00  800.00  420.0  1.40x  75.0  1"}},
+		}, []string{"1  2500  2.00  36.90  369.00  300.0  1.00x  7.50  70.0  0", "3  2400  2.00  80.00  800.00  420.0  1.40x  10.50  75.0  1"}},
 		{"a ramp's best step", []Compared{
 			{1, &Result{Ramp: &Ramp{Best: &Step{Latency: Latency{P50: 1, P99: 9},
 				CPU: CPU{WallSeconds: 5, Decided: 50000, Server: &CPUUse{UsPerDecided: 50}}}}}},
 			{3, &Result{Ramp: &Ramp{}}},
-		}, []string{"1  10000  1.00  9.00  -  50.0  1.00x  -  0", "3  -  0.00  0.00  -  -  -  -  0"}},
+		}, []string{"1  10000  1.00  9.00  -  50.0  1.00x  -  -  0", "3  -  0.00  0.00  -  -  -  -  -  0"}},
 		{"unmeasured", []Compared{
 			{1, run(nil, nil, 100, 5, false)},
 			{3, &Result{}},
-		}, []string{"1  10  2.00  5.00  50.00  -  -  -  0", "3  -  0.00  0.00  -  -  -  -  0"}},
+		}, []string{"1  10  2.00  5.00  50.00  -  -  -  -  0", "3  -  0.00  0.00  -  -  -  -  -  0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b bytes.Buffer

@@ -47,6 +47,7 @@ pre{background:#f7f7f7;padding:.6em;overflow:auto;max-height:24em}
 Latency runs from each request's intended send time (open loop); send lag p99 {{ms .R.Latency.SendLag.P99}} ms is the queue and pool wait inside it.
 Deliberate short client timeouts (retried with the same key) are left out of "all answered" and the charts.</p>
 {{with .R.CPU}}<p>CPU over the load: {{.Sentence}}.</p>{{end}}
+{{with .R.Floor}}{{if .DecidedVsFloor}}<p>Floor: the load's {{f0 .Offered}} requests/s for as long to a do-nothing fasthttp server answering {{.BodyBytes}} bytes: {{f1 .UsPerAnswer}} µs of its CPU per answer (p99 {{ms .Latency.P99}} ms); bidgate {{f1 .BidgateUsPerRequest}} µs per request = <b>{{f2 .RequestVsFloor}}×</b> the floor, {{f1 .BidgateUsPerDecided}} µs per decided bid = <b>{{f2 .DecidedVsFloor}}×</b>.</p>{{end}}{{end}}
 <table><tr><th class="l">outcome</th><th>count</th><th>share</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th></tr>
 {{range .Rows}}<tr><td class="l">{{.Name}}</td><td>{{.L.Count}}</td><td>{{share .L.Count $.R.Latency.Requests}}</td><td>{{ms .L.P50}}</td><td>{{ms .L.P90}}</td><td>{{ms .L.P99}}</td><td>{{ms .L.P999}}</td><td>{{ms .L.Max}}</td></tr>
 {{end}}</table>

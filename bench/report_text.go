@@ -31,6 +31,10 @@ func WriteText(w io.Writer, res *Result) {
 		if res.CPU != nil {
 			fmt.Fprintf(w, "CPU over the load: %s\n", res.CPU.Sentence())
 		}
+		if f := res.Floor; f != nil && f.DecidedVsFloor > 0 {
+			fmt.Fprintf(w, "floor: the load's %.0f requests/s for as long to a do-nothing fasthttp server answering %d bytes: %.1f µs of its CPU per answer (p99 %.1f ms); bidgate %.1f µs per request = %.2f× the floor, %.1f µs per decided bid = %.2f×\n",
+				f.Offered, f.BodyBytes, f.UsPerAnswer, f.Latency.P99, f.BidgateUsPerRequest, f.RequestVsFloor, f.BidgateUsPerDecided, f.DecidedVsFloor)
+		}
 		if n := res.Latency.Count(PlannedTimeout); n > 0 {
 			fmt.Fprintf(w, "%d deliberate short client timeouts (each retried with the same key) are left out of \"all answered\"\n", n)
 		}

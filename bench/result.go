@@ -25,24 +25,25 @@ type Result struct {
 	BidderRate float64   `json:"bidsPerSecondPerBidder"`
 	LoadStart  time.Time `json:"loadStart"`
 
-	Latency    Summary        `json:"latency"`
-	Warmup     *Summary       `json:"warmup,omitempty"` // the flash sale's warm-up, left out of Latency
-	CPU        *CPU           `json:"cpu,omitempty"`    // a flash sale's load as a whole (ramps: per step)
-	Hot        []AuctionLoad  `json:"hotAuctions,omitempty"`
-	Cold       *ColdLoad      `json:"cold,omitempty"`
-	Ramp       *Ramp          `json:"ramp,omitempty"`
-	CloseBurst *CloseBurst    `json:"closeBurst,omitempty"`
-	Viewers    *ViewersResult `json:"viewers,omitempty"`
-	Pollers    *PollersResult `json:"pollers,omitempty"`
-	Inboxes    *InboxesResult `json:"inboxes,omitempty"`
-	Reads      *Reads         `json:"reads,omitempty"`
-	Browse     *Browse        `json:"browse,omitempty"`
-	Limits     []Limit        `json:"limits,omitempty"`
-	Ratios     []Ratio        `json:"ratios,omitempty"`
-	Drain      *Drain         `json:"drain,omitempty"`
-	Checks     []Check        `json:"checks"`
-	Notes      []string       `json:"notes,omitempty"`
-	Files      Files          `json:"files"`
+	Latency    Summary         `json:"latency"`
+	Warmup     *Summary        `json:"warmup,omitempty"` // the flash sale's warm-up, left out of Latency
+	CPU        *CPU            `json:"cpu,omitempty"`    // a flash sale's load as a whole (ramps: per step)
+	Hot        []AuctionLoad   `json:"hotAuctions,omitempty"`
+	Cold       *ColdLoad       `json:"cold,omitempty"`
+	Ramp       *Ramp           `json:"ramp,omitempty"`
+	CloseBurst *CloseBurst     `json:"closeBurst,omitempty"`
+	Viewers    *ViewersResult  `json:"viewers,omitempty"`
+	Pollers    *PollersResult  `json:"pollers,omitempty"`
+	Inboxes    *InboxesResult  `json:"inboxes,omitempty"`
+	Reads      *Reads          `json:"reads,omitempty"`
+	Browse     *Browse         `json:"browse,omitempty"`
+	Floor      *FlashSaleFloor `json:"floor,omitempty"` // a flash sale's --floor
+	Limits     []Limit         `json:"limits,omitempty"`
+	Ratios     []Ratio         `json:"ratios,omitempty"`
+	Drain      *Drain          `json:"drain,omitempty"`
+	Checks     []Check         `json:"checks"`
+	Notes      []string        `json:"notes,omitempty"`
+	Files      Files           `json:"files"`
 
 	records []Record
 }

@@ -56,6 +56,10 @@ type FlashSaleConfig struct {
 	// before the load, at ViewerConnectRate, ViewersPerSource to a source
 	// address: the audit checks they got their notices live.
 	Inboxes int `json:"inboxes"`
+	// Floor sends, after the audit, the load's request rate for as long
+	// to a do-nothing fasthttp server (the HTTP floor) and reports
+	// bidgate's CPU over the load as a multiple of the floor's.
+	Floor bool `json:"floor"`
 }
 
 // DefaultFlashSale is the design's scale.
@@ -284,6 +288,12 @@ func (e *Env) flashSale(ctx context.Context, c FlashSaleConfig, loadAt func(time
 
 	if err := e.audit(ctx, res, specs, w, ib); err != nil {
 		return res, err
+	}
+	if c.Floor && res.CPU != nil && len(specs) > 0 {
+		res.Floor = e.flashSaleFloor(ctx, c, res.CPU, specs[0].ID)
+		if res.Floor.Missing != "" {
+			res.note("--floor: " + res.Floor.Missing)
+		}
 	}
 	hotRate, coldRate := Rate{What: "hot: per auction (mean)"}, Rate{What: "cold: over all cold auctions"}
 	for _, a := range res.Hot {

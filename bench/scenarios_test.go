@@ -93,6 +93,7 @@ func TestScenariosAgainstTheRealStack(t *testing.T) {
 		// race detector) does not load the harness; still well under the
 		// 5 bids/s each that bidgate allows.
 		c.Bidders = 400
+		c.Floor = true
 		res, err := e.FlashSale(ctx, c)
 		if err != nil {
 			t.Fatal(err)
@@ -120,6 +121,14 @@ func TestScenariosAgainstTheRealStack(t *testing.T) {
 		}
 		requireCPU(t, "the load", res.CPU)
 		requireWarmupApart(t, res)
+		// --floor: the load's request rate, for as long, to the floor.
+		if f := res.Floor; f == nil || f.Missing != "" || f.Answered != f.Sent || f.Sent != int(f.Offered*c.Duration.Seconds()) ||
+			f.Offered != float64(res.CPU.Requests)/c.Duration.Seconds() || f.UsPerAnswer <= 0 ||
+			f.BidgateUsPerDecided != res.CPU.Server.UsPerDecided || f.DecidedVsFloor != f.BidgateUsPerDecided/f.UsPerAnswer || f.RequestVsFloor <= 0 {
+			t.Errorf("floor: %+v", f)
+		} else if !strings.Contains(text.String(), "floor: the load's") {
+			t.Error("the text report has no floor line")
+		}
 		for _, h := range res.Hot {
 			if h.Extensions == 0 || !h.FinalEnd.After(h.OriginalEnd) {
 				t.Errorf("hot auction %d was not extended by anti-sniping: %+v", h.ID, h)
@@ -142,6 +151,9 @@ func TestScenariosAgainstTheRealStack(t *testing.T) {
 		}
 		if strings.Count(string(html), "<svg") < 3 || strings.Contains(string(html), "<script") {
 			t.Errorf("the HTML report should hold inline SVG charts and no script")
+		}
+		if !strings.Contains(string(html), "Floor: the load's") {
+			t.Error("the HTML report has no floor line")
 		}
 		for _, f := range []string{res.Files.JSON, res.Files.Records} {
 			if st, err := os.Stat(f); err != nil || st.Size() == 0 {

@@ -247,6 +247,7 @@ func registerFlashSale(fs *settings.FlagSet) play {
 	fs.IntVar(&c.ViewersPerSource, "viewers-per-source", c.ViewersPerSource, "viewers per loopback source address (127.0.0.1, .2, ...), under bidgate's --ws-max-viewers-per-ip; 0: all from one")
 	fs.IntVar(&c.Inboxes, "inboxes", c.Inboxes, "bidders (the first ones) connected to GET /ws/me before the load, round-robin over the targets, at --viewer-connect-rate and --viewers-per-source; the audit checks each got every notice stored for them live, once, and reports the lag by type")
 	fs.Float64Var(&c.Pollers, "pollers", c.Pollers, "GET /auctions/{id} per second over the hot auctions and the targets during the load (open loop, with If-None-Match of the last ETag)")
+	fs.BoolVar(&c.Floor, "floor", c.Floor, "after the audit, send the load's request rate for --duration to a do-nothing fasthttp server (the HTTP floor) and report bidgate's CPU per request and per decided bid as multiples of the floor's per answer")
 	return func(ctx context.Context, e *bench.Env) (*bench.Result, error) { return e.FlashSale(ctx, c) }
 }
 
