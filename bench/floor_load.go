@@ -26,9 +26,10 @@ type FloorLoad struct {
 }
 
 // floorLoad sends rate bids/s for d, each made by next, to a floor server
-// of its own, and measures its CPU per answer.
-func (e *Env) floorLoad(ctx context.Context, rate float64, d time.Duration, next func() Job) FloorLoad {
-	f := FloorLoad{Offered: rate, BodyBytes: floorBidBodyBytes}
+// of its own, and measures its CPU per answer. The result is named so that
+// a failure to stop the server still reaches Missing.
+func (e *Env) floorLoad(ctx context.Context, rate float64, d time.Duration, next func() Job) (f FloorLoad) {
+	f = FloorLoad{Offered: rate, BodyBytes: floorBidBodyBytes}
 	floor, err := startFloor(ctx, f.BodyBytes)
 	if err != nil {
 		f.Missing = err.Error()
