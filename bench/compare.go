@@ -148,16 +148,18 @@ func (r Compared) measured() (*CPU, Latency) {
 
 // WriteComparison prints the runs side by side: rates, latency (and the
 // warm-up's p99, the cold start left out of the rest), and each
-// party's CPU per decided bid, with bidgate's as a ratio to the first run
-// and, with a flash sale's --floor, to the HTTP floor's per answer.
+// party's CPU per decided bid (PostgreSQL's: every postgres process on
+// the machine), with bidgate's as a ratio to the first run
+// and, with a flash sale's --floor, to the HTTP floor's per answer; and
+// how busy the machine was, which the latencies depend on as much.
 func WriteComparison(w io.Writer, runs []Compared) {
 	fmt.Fprintln(w, "\nthe same load on each cluster size (a ramp: its best step; CPU per decided bid; ratio to the first row)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "nodes\tdecided/s\tp50 ms\tp99 ms\twarm-up p99 ms\tbidgate µs/decided\tratio\t× floor\tRedis µs/decided\tchecks failed\t")
+	fmt.Fprintln(tw, "nodes\tdecided/s\tp50 ms\tp99 ms\twarm-up p99 ms\tbidgate µs/decided\tratio\t× floor\tRedis µs/decided\tPostgreSQL µs/decided\tbusy CPUs\tCPU wait\tchecks failed\t")
 	var first float64
 	for i, r := range runs {
 		c, lat := r.measured()
-		cells := []string{strconv.Itoa(r.Nodes), "-", fmt.Sprintf("%.2f", lat.P50), fmt.Sprintf("%.2f", lat.P99), "-", "-", "-", "-", "-",
+		cells := []string{strconv.Itoa(r.Nodes), "-", fmt.Sprintf("%.2f", lat.P50), fmt.Sprintf("%.2f", lat.P99), "-", "-", "-", "-", "-", "-", "-", "-",
 			strconv.Itoa(len(r.Result.Failed()))}
 		if wu := r.Result.Warmup; wu != nil {
 			cells[4] = fmt.Sprintf("%.2f", wu.All.P99)
@@ -177,6 +179,15 @@ func WriteComparison(w io.Writer, runs []Compared) {
 			}
 			if c.Redis != nil && c.Decided > 0 {
 				cells[8] = fmt.Sprintf("%.1f", c.Redis.UsPerDecided)
+			}
+			if c.Postgres != nil && c.Decided > 0 {
+				cells[9] = fmt.Sprintf("%.1f", c.Postgres.UsPerDecided)
+			}
+			if m := c.Machine; m != nil {
+				cells[10] = fmt.Sprintf("%.2f/%d", m.BusyCores, m.CPUs)
+				if m.CPUWait != nil {
+					cells[11] = fmt.Sprintf("%.0f%%", 100**m.CPUWait)
+				}
 			}
 		}
 		if f := r.Result.Floor; f != nil && f.DecidedVsFloor > 0 {

@@ -21,6 +21,9 @@ func TestWriteComparison(t *testing.T) {
 			CPU: &CPU{WallSeconds: 10, Decided: decided, Server: server, Redis: redis}}
 		if server != nil {
 			r.Floor = &FlashSaleFloor{DecidedVsFloor: server.UsPerDecided / 40}
+			wait := server.UsPerDecided / 600
+			r.CPU.Machine = &MachineUse{CPUs: 2, BusyCores: server.UsPerDecided / 250, CPUWait: &wait}
+			r.CPU.Postgres = &CPUUse{UsPerDecided: server.UsPerDecided / 2}
 		}
 		if failed {
 			r.Checks = []Check{{Name: "x", Pass: false}}
@@ -35,16 +38,16 @@ func TestWriteComparison(t *testing.T) {
 		{"one and three", []Compared{
 			{1, run(&CPUUse{UsPerDecided: 300}, &CPUUse{UsPerDecided: 70}, 25000, 36.9, false)},
 			{3, run(&CPUUse{UsPerDecided: 420}, &CPUUse{UsPerDecided: 75}, 24000, 80, true)},
-		}, []string{"1  2500  2.00  36.90  369.00  300.0  1.00x  7.50  70.0  0", "3  2400  2.00  80.00  800.00  420.0  1.40x  10.50  75.0  1"}},
+		}, []string{"1  2500  2.00  36.90  369.00  300.0  1.00x  7.50  70.0  150.0  1.20/2  50%  0", "3  2400  2.00  80.00  800.00  420.0  1.40x  10.50  75.0  210.0  1.68/2  70%  1"}},
 		{"a ramp's best step", []Compared{
 			{1, &Result{Ramp: &Ramp{Best: &Step{Latency: Latency{P50: 1, P99: 9},
 				CPU: CPU{WallSeconds: 5, Decided: 50000, Server: &CPUUse{UsPerDecided: 50}}}}}},
 			{3, &Result{Ramp: &Ramp{}}},
-		}, []string{"1  10000  1.00  9.00  -  50.0  1.00x  -  -  0", "3  -  0.00  0.00  -  -  -  -  -  0"}},
+		}, []string{"1  10000  1.00  9.00  -  50.0  1.00x  -  -  -  -  -  0", "3  -  0.00  0.00  -  -  -  -  -  -  -  -  0"}},
 		{"unmeasured", []Compared{
 			{1, run(nil, nil, 100, 5, false)},
 			{3, &Result{}},
-		}, []string{"1  10  2.00  5.00  50.00  -  -  -  -  0", "3  -  0.00  0.00  -  -  -  -  -  0"}},
+		}, []string{"1  10  2.00  5.00  50.00  -  -  -  -  -  -  -  0", "3  -  0.00  0.00  -  -  -  -  -  -  -  -  0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b bytes.Buffer

@@ -24,8 +24,9 @@ import (
 // CPU is what a span of the run (a ramp step, a flash sale's load) cost in
 // processor time: bidgate's nodes summed (their process_cpu_seconds_total),
 // bidbench itself (getrusage) and Redis (INFO cpu, the whole server, so any
-// other client's load counts too). A party that could not be measured is
-// nil and its *Missing field says why.
+// other client's load counts too), PostgreSQL (its processes on this
+// machine) and the machine as a whole. A party that could not be measured
+// is nil and its *Missing field says why.
 type CPU struct {
 	WallSeconds float64 `json:"wallSeconds"`
 	Requests    int64   `json:"requests"` // sent by bidbench in the span
@@ -39,6 +40,16 @@ type CPU struct {
 	GenMissing    string    `json:"generatorMissing,omitempty"`
 	Redis         *CPUUse   `json:"redis,omitempty"`
 	RedisMissing  string    `json:"redisMissing,omitempty"`
+	// Postgres is every postgres process's on this machine, whoever's
+	// work it did in the span; a process that exited within it took its
+	// CPU along, and PostgresExited counts those.
+	Postgres        *CPUUse `json:"postgres,omitempty"`
+	PostgresMissing string  `json:"postgresMissing,omitempty"`
+	PostgresExited  int     `json:"postgresExited,omitempty"`
+	// Machine is the whole box's CPU over the span; nil off Linux, and
+	// MachineMissing says why.
+	Machine        *MachineUse `json:"machine,omitempty"`
+	MachineMissing string      `json:"machineMissing,omitempty"`
 }
 
 // CPUUse is one party's processor time over the span. The per-bid and
@@ -73,6 +84,9 @@ type cpuSample struct {
 	selfErr  error
 	redis    float64
 	redisErr error
+	pg       map[int]float64 // postgres processes' CPU seconds by pid
+	pgErr    error
+	machine  machineSample
 }
 
 // cpuBetween is the CPU spent from a to b, charged to requests sent and
@@ -120,6 +134,14 @@ func cpuBetween(a, b cpuSample, requests, decided int64) CPU {
 	} else {
 		c.Redis = useOf(d, c.WallSeconds, requests, decided)
 	}
+	if a.pgErr != nil || b.pgErr != nil {
+		c.PostgresMissing = cmpErr(a.pgErr, b.pgErr).Error()
+	} else {
+		var secs float64
+		secs, _, c.PostgresExited = pgCPUBetween(a.pg, b.pg)
+		c.Postgres = useOf(secs, c.WallSeconds, requests, decided)
+	}
+	c.Machine, c.MachineMissing = machineBetween(a.machine, b.machine, c.WallSeconds)
 	return c
 }
 
@@ -166,15 +188,31 @@ func (c CPU) Sentence() string {
 		}
 		return fmt.Sprintf("%s %s cores, %s µs per %s", who, cores, per, unit)
 	}
-	return fmt.Sprintf("%s; %s; %s (%d decided, %d requests in %.1f s)",
+	pg := part("PostgreSQL", nil, c.PostgresMissing, "", "", "")
+	if u := c.Postgres; u != nil {
+		per := "-"
+		if c.Decided > 0 {
+			per = fmt.Sprintf("%.1f", u.UsPerDecided)
+		}
+		pg = part("PostgreSQL", u, "", fmt.Sprintf("%.2f", u.Cores), per, "decided bid")
+		if c.PostgresExited > 0 {
+			pg += fmt.Sprintf(" (%d of its processes exited: their CPU is not counted)", c.PostgresExited)
+		}
+	}
+	machine := "machine CPU missing (" + c.MachineMissing + ")"
+	if c.Machine != nil {
+		machine = c.Machine.Sentence()
+	}
+	return fmt.Sprintf("%s; %s; %s; %s (%d decided, %d requests in %.1f s); %s",
 		part("bidgate", c.Server, c.ServerMissing, cells[0], cells[1], "decided bid"),
 		part("bidbench", c.Generator, c.GenMissing, cells[2], cells[3], "request"),
 		part("Redis", c.Redis, c.RedisMissing, cells[4], cells[5], "decided bid"),
-		c.Decided, c.Requests, c.WallSeconds)
+		pg, c.Decided, c.Requests, c.WallSeconds, machine)
 }
 
 // cpuMeter takes cpuSamples: it scrapes the nodes' Prometheus endpoints,
-// reads this process's rusage and Redis's INFO cpu.
+// reads this process's rusage, Redis's INFO cpu, and PostgreSQL's and the
+// machine's from /proc.
 type cpuMeter struct {
 	urls   []string // http://ip:port/metrics, loopback
 	noURLs string   // why there are none
@@ -194,8 +232,9 @@ func loopbackHTTPClient() *http.Client {
 
 // sample reads every counter; the nodes are scraped concurrently.
 func (m *cpuMeter) sample(ctx context.Context) cpuSample {
-	s := cpuSample{at: time.Now()}
+	s := cpuSample{at: time.Now(), machine: readMachine()}
 	s.self, s.selfErr = selfCPUSeconds()
+	s.pg, s.pgErr = postgresCPU()
 	if m == nil {
 		s.nodesErr, s.redisErr = errors.New("not measured"), errors.New("not measured")
 		return s

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -156,6 +157,17 @@ func TestCPUBetweenScrapes(t *testing.T) {
 			if s := c.Sentence(); !strings.Contains(s, "bidbench") || !strings.Contains(s, "Redis CPU missing") {
 				t.Errorf("sentence %q", s)
 			}
+			// PostgreSQL's and the machine's come from this machine's /proc,
+			// where the tests' PostgreSQL runs; the machine's ticks (10 ms)
+			// may not advance between two samples this close.
+			if runtime.GOOS == "linux" {
+				if c.Postgres == nil || (c.Machine == nil && !strings.Contains(c.MachineMissing, "did not advance")) {
+					t.Errorf("PostgreSQL %+v (%s), machine %+v (%s)", c.Postgres, c.PostgresMissing, c.Machine, c.MachineMissing)
+				}
+				if s := c.Sentence(); !strings.Contains(s, "; PostgreSQL ") || !strings.Contains(s, "; machine ") {
+					t.Errorf("sentence %q", s)
+				}
+			}
 		})
 	}
 }
@@ -243,7 +255,9 @@ func TestReportsCarryCPU(t *testing.T) {
 	measured := CPU{WallSeconds: 3, Requests: 30_000, Decided: 29_000,
 		Server:    &CPUUse{Seconds: 1.16, Cores: 0.387, UsPerDecided: 40, UsPerRequest: 38.7},
 		Generator: &CPUUse{Seconds: 0.6, Cores: 0.2, UsPerDecided: 20.7, UsPerRequest: 20},
-		Redis:     &CPUUse{Seconds: 0.29, Cores: 0.097, UsPerDecided: 10, UsPerRequest: 9.7}}
+		Redis:     &CPUUse{Seconds: 0.29, Cores: 0.097, UsPerDecided: 10, UsPerRequest: 9.7},
+		Postgres:  &CPUUse{Seconds: 0.9, Cores: 0.3, UsPerDecided: 31, UsPerRequest: 30},
+		Machine:   &MachineUse{CPUs: 2, BusyCores: 1.5, CPUWaitMissing: "no CPU pressure from the kernel"}}
 	unscraped := measured
 	unscraped.Server, unscraped.ServerMissing = nil, "scrape http://127.0.0.1:8380/metrics: connection refused"
 	best := Step{N: 1, Offered: 10_000, DecidedPerSec: 9_666, AcceptedPerSec: 5_000, OK: true, CPU: measured}
@@ -257,6 +271,8 @@ func TestReportsCarryCPU(t *testing.T) {
 	for _, want := range []string{"bidgate µs/decided", "bidbench µs/req", "Redis cores",
 		"40.0", "20.0", "0.600 of the decided rate of \"Redis bid script, 64 caller(s), 1 bid(s)/call\"",
 		"CPU at that step: bidgate 0.39 cores, 40.0 µs per decided bid; bidbench 0.20 cores, 20.0 µs per request",
+		"Redis 0.10 cores, 10.0 µs per decided bid; PostgreSQL 0.30 cores, 31.0 µs per decided bid (29000 decided",
+		"machine 1.50 of 2 CPUs busy (CPU wait unknown: no CPU pressure from the kernel)",
 		"server CPU from: http://127.0.0.1:8380/metrics"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text report lacks %q:\n%s", want, out)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +57,8 @@ func requirePassed(t *testing.T, res *Result) {
 }
 
 // requireCPU checks that a span's CPU was measured for every party: the
-// node through its real /metrics, bidbench, and the Redis it uses.
+// node through its real /metrics, bidbench, the Redis it uses and, on
+// Linux, the machine.
 func requireCPU(t *testing.T, what string, c *CPU) {
 	t.Helper()
 	switch {
@@ -70,6 +72,8 @@ func requireCPU(t *testing.T, what string, c *CPU) {
 		t.Errorf("%s: Redis CPU missing (%s)", what, c.RedisMissing)
 	case c.Decided == 0 || c.Server.UsPerDecided <= 0:
 		t.Errorf("%s: %d decided, server %+v", what, c.Decided, *c.Server)
+	case runtime.GOOS == "linux" && (c.Machine == nil || c.Machine.CPUs < 1 || c.Machine.BusyCores <= 0):
+		t.Errorf("%s: machine CPU %+v (%s)", what, c.Machine, c.MachineMissing)
 	}
 }
 
