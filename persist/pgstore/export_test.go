@@ -29,3 +29,6 @@ func ExplainOutbidNotices(ctx context.Context, db Querier, bids []bidgate.BidAcc
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
+
+// PendingOutboxSQL lets the tests read the pending rows' plan.
+var PendingOutboxSQL = pendingOutboxSQL

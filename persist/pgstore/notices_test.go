@@ -131,7 +131,13 @@ SELECT 'outbid-probe-' || i, i, 'outbid', 1, 'lot', 1.00, clock_timestamp() FROM
 			}
 		})
 	}
-	rows, err := db.Query(ctx, "EXPLAIN "+pgstore.StoredNoticesSQL, idsOf(1, 1000))
+	requireNoticeProbes(t, "the look-up", explain(t, db, pgstore.StoredNoticesSQL, idsOf(1, 1000)))
+}
+
+// explain is the plan of sql with args, line by line.
+func explain(t *testing.T, db *pgxpool.Pool, sql string, args ...any) []string {
+	t.Helper()
+	rows, err := db.Query(context.Background(), "EXPLAIN "+sql, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,11 +145,18 @@ SELECT 'outbid-probe-' || i, i, 'outbid', 1, 'lot', 1.00, clock_timestamp() FROM
 	if err != nil {
 		t.Fatal(err)
 	}
-	if joined := strings.Join(lines, "\n"); strings.Contains(joined, "Seq Scan on notification") || !strings.Contains(joined, "notification_id_key") {
-		for i, l := range lines {
-			lines[i] = l[:min(len(l), 120)] // not the thousand ids
+	return lines
+}
+
+// requireNoticeProbes fails t unless the plan looks notices up in
+// notification's id index, never reading the whole table.
+func requireNoticeProbes(t *testing.T, what string, plan []string) {
+	t.Helper()
+	if joined := strings.Join(plan, "\n"); strings.Contains(joined, "Seq Scan on notification") || !strings.Contains(joined, "notification_id_key") {
+		for i, l := range plan {
+			plan[i] = l[:min(len(l), 120)] // not a thousand ids
 		}
-		t.Fatalf("the look-up does not probe notification's id index:\n%s", strings.Join(lines, "\n"))
+		t.Fatalf("%s does not probe notification's id index:\n%s", what, strings.Join(plan, "\n"))
 	}
 }
 
@@ -199,7 +212,5 @@ SELECT 'outbid-probe-' || i, i, 'outbid', 1, 'lot', 1.00, clock_timestamp() FROM
 	if err != nil {
 		t.Fatal(err)
 	}
-	if joined := strings.Join(lines, "\n"); strings.Contains(joined, "Seq Scan on notification") || !strings.Contains(joined, "notification_id_key") {
-		t.Fatalf("the stored-notice look-up does not probe notification's id index:\n%s", joined)
-	}
+	requireNoticeProbes(t, "the stored-notice look-up", lines)
 }
