@@ -26,8 +26,10 @@ type MachineUse struct {
 
 // machineSample is the machine's counters at one moment, in seconds.
 type machineSample struct {
-	cpus        int
-	busy, total float64 // all CPUs' time: not idle, and all
+	cpus int
+	// All CPUs' time, not idle and in all, in ticks: kept whole so that a
+	// fully busy span divides to exactly its CPUs.
+	busy, total uint64
 	err         error
 	waited      float64 // some thread waited for a CPU
 	waitedErr   error
@@ -43,7 +45,7 @@ func machineBetween(a, b machineSample, wall float64) (*MachineUse, string) {
 	case b.total <= a.total || b.busy < a.busy:
 		return nil, "the machine's CPU counters did not advance"
 	}
-	m := &MachineUse{CPUs: b.cpus, BusyCores: float64(b.cpus) * (b.busy - a.busy) / (b.total - a.total)}
+	m := &MachineUse{CPUs: b.cpus, BusyCores: float64(b.cpus) * float64(b.busy-a.busy) / float64(b.total-a.total)}
 	switch {
 	case a.waitedErr != nil:
 		m.CPUWaitMissing = a.waitedErr.Error()

@@ -25,7 +25,7 @@ func readMachine() machineSample {
 	// Online CPUs, as the ticks of /proc/stat's total count them; the
 	// process's affinity (runtime.NumCPU) may be narrower.
 	s.cpus = onlineCPUs(string(b))
-	s.busy, s.total = float64(busy)/userHZ, float64(total)/userHZ
+	s.busy, s.total = busy, total
 	if s.cpus == 0 {
 		s.cpus = runtime.NumCPU()
 	}

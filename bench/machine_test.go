@@ -53,7 +53,7 @@ func TestParseCPUPressure(t *testing.T) {
 }
 
 func TestMachineBetween(t *testing.T) {
-	at := func(busy, total, waited float64) machineSample {
+	at := func(busy, total uint64, waited float64) machineSample {
 		return machineSample{cpus: 2, busy: busy, total: total, waited: waited}
 	}
 	noPSI := errors.New("no CPU pressure from the kernel")
@@ -66,6 +66,9 @@ func TestMachineBetween(t *testing.T) {
 		sentence string
 	}{
 		{"busy box", at(10, 100, 5), at(29, 120, 12.3), 1.9, 0.73, false, "machine 1.90 of 2 CPUs busy, a thread waiting for a CPU 73 % of the time"},
+		// Large counters, as a box up for weeks has: in seconds as floats,
+		// a fully busy span came out a hair above its CPUs.
+		{"fully busy box", at(470_614_529, 965_427_313, 5), at(470_614_529+280, 965_427_313+280, 5), 2, 0, false, "machine 2.00 of 2 CPUs busy"},
 		{"idle box", at(10, 100, 5), at(10, 120, 5), 0, 0, false, "machine 0.00 of 2 CPUs busy, a thread waiting for a CPU 0 % of the time"},
 		{"no pressure information", machineSample{cpus: 2, busy: 1, total: 10, waitedErr: noPSI}, machineSample{cpus: 2, busy: 6, total: 20, waitedErr: noPSI}, 1, -1, false, "CPU wait unknown: no CPU pressure"},
 		{"wait capped at the span", at(10, 100, 0), at(20, 120, 11), 1, 1, false, "100 %"},
@@ -83,7 +86,7 @@ func TestMachineBetween(t *testing.T) {
 			if m == nil {
 				t.Fatalf("missing: %s", missing)
 			}
-			if m.CPUs != 2 || m.BusyCores < tc.busy-1e-9 || m.BusyCores > tc.busy+1e-9 {
+			if m.CPUs != 2 || m.BusyCores < tc.busy-1e-9 || m.BusyCores > tc.busy+1e-9 || m.BusyCores > 2 {
 				t.Errorf("%d CPUs, %v busy; want 2, %v", m.CPUs, m.BusyCores, tc.busy)
 			}
 			switch {
