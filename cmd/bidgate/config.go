@@ -16,6 +16,7 @@ import (
 	"bidgate/gateway"
 	"bidgate/internal/auth"
 	"bidgate/internal/settings"
+	"bidgate/persist"
 	"bidgate/ring"
 	"bidgate/shard"
 )
@@ -38,6 +39,7 @@ type config struct {
 	Shard     shard.Config
 	Fanout    fanout.Config
 	ReadCache fanout.CacheConfig
+	Prune     persist.PruneConfig // of the outbox, on relay nodes
 }
 
 // httpConfig is the node's three HTTP endpoints and their limits.
@@ -107,6 +109,7 @@ func (c *config) registerServe(fs *settings.FlagSet) {
 	c.registerShard(fs)
 	c.registerFanout(fs)
 	c.registerReadCache(fs)
+	c.registerPrune(fs)
 	c.HTTP.register(fs)
 	c.Roles.register(fs)
 	c.Cluster.register(fs)
@@ -175,6 +178,18 @@ func (c *config) registerReadCache(fs *settings.FlagSet) {
 	fs.IntVar(&c.ReadCache.Size, "read-cache-size", d.Size, "auctions each node keeps (and subscribes to) for GET /auctions/{id}; 0 turns the read cache off")
 	fs.DurationVar(&c.ReadCache.MaxAge, "read-cache-max-age", d.MaxAge, "how old the store read behind a cached open auction may be; published updates keep it current in between")
 	fs.Check(func() error { return c.ReadCache.Validate() }, map[string]string{"Size": "read-cache-size", "MaxAge": "read-cache-max-age"})
+}
+
+func (c *config) registerPrune(fs *settings.FlagSet) {
+	d := persist.DefaultPruneConfig()
+	c.Prune = d
+	fs.DurationVar(&c.Prune.Keep, "outbox-keep", d.Keep, "how long relay nodes keep outbox rows once published to Kafka (0: for ever)")
+	fs.Check(func() error {
+		if c.Prune.Keep < 0 {
+			return errors.New("--outbox-keep must not be negative (0 keeps published rows for ever)")
+		}
+		return nil
+	}, nil)
 }
 
 func (cl *clusterConfig) register(fs *settings.FlagSet) {

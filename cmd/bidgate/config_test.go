@@ -281,3 +281,39 @@ func TestDevNodesShareTheCores(t *testing.T) {
 		}
 	}
 }
+
+// Relay nodes keep published outbox rows a week unless told otherwise; 0
+// keeps them for ever, and a negative retention is refused by name.
+func TestConfigOutboxKeep(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "dev-key.pem")
+	for _, c := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		keep time.Duration
+		err  string
+	}{
+		{name: "default", keep: 7 * 24 * time.Hour},
+		{name: "flag", args: []string{"--outbox-keep", "36h"}, keep: 36 * time.Hour},
+		{name: "environment", env: map[string]string{"BIDGATE_OUTBOX_KEEP": "2h"}, keep: 2 * time.Hour},
+		{name: "for ever", args: []string{"--outbox-keep", "0s"}, keep: 0},
+		{name: "negative", args: []string{"--outbox-keep", "-1h"}, err: "--outbox-keep must not be negative"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			cfg, err := parseConfig("serve", append(append([]string{"--dev-key", key}, clusterArgs...), c.args...))
+			switch {
+			case c.err != "":
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("error %v, want one saying %q", err, c.err)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case cfg.Prune.Keep != c.keep:
+				t.Fatalf("keep %v, want %v", cfg.Prune.Keep, c.keep)
+			}
+		})
+	}
+}

@@ -164,6 +164,11 @@ func (n *node) startPipeline(roles *background, members *ring.Ring) *persist.Rel
 		for _, topic := range []string{bidgate.TopicAuctionClosed, bidgate.TopicAuctionCancelled, bidgate.TopicBidNotifications} {
 			roles.run(n.outboxRelay(topic).Run)
 		}
+		if n.cfg.Prune.Keep > 0 {
+			cfg := n.cfg.Prune
+			cfg.Log = n.log
+			roles.run(persist.NewOutboxPruner(n.db, cfg, n.reg).Run)
+		}
 	}
 	if n.cfg.Roles[rolePersister] {
 		roles.run(n.persister().Run)

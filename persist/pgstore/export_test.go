@@ -32,3 +32,6 @@ func ExplainOutbidNotices(ctx context.Context, db Querier, bids []bidgate.BidAcc
 
 // PendingOutboxSQL lets the tests read the pending rows' plan.
 var PendingOutboxSQL = pendingOutboxSQL
+
+// PruneOutboxSQL lets the tests read the pruning's plan.
+var PruneOutboxSQL = pruneOutboxSQL

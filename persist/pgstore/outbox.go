@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -17,6 +18,8 @@ var (
 	markPublishedSQL string
 	//go:embed sql/outbox_backlog.sql
 	outboxBacklogSQL string
+	//go:embed sql/prune_outbox.sql
+	pruneOutboxSQL string
 )
 
 // OutboxChannel is the NOTIFY channel that wakes topic's outbox relays:
@@ -82,6 +85,17 @@ func (s *Store) MarkPublished(ctx context.Context, ids []int64) error {
 		return fmt.Errorf("mark %d outbox rows published: %w", len(ids), err)
 	}
 	return nil
+}
+
+// PruneEvents deletes up to limit published rows older than keep from the
+// head of the outbox (never a notice the sweep has not passed) and returns
+// how many it deleted. Several may run at once.
+func (s *Store) PruneEvents(ctx context.Context, keep time.Duration, limit int) (int64, error) {
+	tag, err := s.DB.Exec(ctx, pruneOutboxSQL, keep.Seconds(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune published outbox rows: %w", err)
+	}
+	return tag.RowsAffected(), nil
 }
 
 // OutboxBacklog reports topic's unpublished rows and the age in seconds of
