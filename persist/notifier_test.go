@@ -1,6 +1,7 @@
 package persist_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -140,6 +141,13 @@ func TestNotifierStoresOnceAndDropsForgeries(t *testing.T) {
 	other := notice("outbid-5-4", bidgate.NoticeOutbid)
 	other.UserID = user + 1 // keyed by user, for user + 1
 	msgs = append(msgs[:3], append([]kafkago.Message{message(other, user, signer)}, msgs[3:]...)...)
+	// Signed, but a member named twice: which one counts is up to the
+	// reader, so neither does.
+	twice := message(notice("outbid-5-5", bidgate.NoticeOutbid), user, signer)
+	twice.Value = append(bytes.TrimSuffix(twice.Value, []byte("}")), []byte(`,"price":"99.00"}`)...)
+	twice.Headers = nil
+	signer.Sign(&twice, bidgate.TopicBidNotifications)
+	msgs = append(msgs, twice)
 	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +167,7 @@ func TestNotifierStoresOnceAndDropsForgeries(t *testing.T) {
 	if v := testmetrics.Value(t, reg, "bidgate_notifier_known_messages_total"); v != 1 {
 		t.Fatalf("known messages %v, want 1", v)
 	}
-	for reason, want := range map[string]float64{"signature": 1, "malformed": 2} {
+	for reason, want := range map[string]float64{"signature": 1, "malformed": 3} {
 		if v := testmetrics.Value(t, reg, "bidgate_notifier_rejected_messages_total", "reason", reason); v != want {
 			t.Fatalf("rejected (%s) %v, want %v", reason, v, want)
 		}
