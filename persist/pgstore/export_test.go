@@ -35,3 +35,6 @@ var PendingOutboxSQL = pendingOutboxSQL
 
 // PruneOutboxSQL lets the tests read the pruning's plan.
 var PruneOutboxSQL = pruneOutboxSQL
+
+// AssignAliasesSQL lets the tests read the hot aliases' plan.
+var AssignAliasesSQL = assignAliasesSQL

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,6 +102,9 @@ func TestAuctionBidsAliases(t *testing.T) {
 		// arrives, so bidder 8 (first at 3) is never shown as Bidder 2.
 		{name: "hot, a gap", auction: hot.ID, write: map[int64]int64{1: 7, 3: 8}, limit: 10, want: "1:7=1 "},
 		{name: "hot, the gap closed", auction: hot.ID, write: map[int64]int64{2: 9}, limit: 10, want: "3:8=3 2:9=2 1:7=1 "},
+		// An aliased bidder again, and a new one twice in one range.
+		{name: "hot, old and new bidders", auction: hot.ID, write: map[int64]int64{4: 7, 5: 10, 6: 10}, limit: 10,
+			want: "6:10=4 5:10=4 4:7=1 3:8=3 2:9=2 1:7=1 "},
 		{name: "no such auction", auction: 1 << 60, limit: 10, wantError: bidgate.ErrAuctionNotFound},
 	}
 	for _, tc := range tests {
@@ -128,6 +132,51 @@ func TestAuctionBidsAliases(t *testing.T) {
 	for _, e := range page.Entries {
 		if (e.Kind == bidgate.KindProxy) != e.MaxAmount.Valid {
 			t.Fatalf("row %d (%s): maximum %v", e.Seq, e.Kind, e.MaxAmount)
+		}
+	}
+}
+
+// A hot batch's aliases probe bidder_alias's key once per new row and
+// read the persisted range of bids by (auction_id, seq), however many
+// aliases and bids the table holds: as a join, the planner hashed the
+// whole alias table for every batch.
+func TestHotAliasesProbeTheirIndexes(t *testing.T) {
+	db, _ := testdb.New(t, 4)
+	s := &pgstore.Store{DB: db}
+	ctx := context.Background()
+	var ids []int64
+	for range 4 {
+		ids = append(ids, newLot(t, s, true).ID)
+	}
+	// 10,000 bids on each of 4 auctions from 20,000 bidders, aliased up to
+	// seq 9,950.
+	if _, err := db.Exec(ctx, `INSERT INTO bid (auction_id, bidder_id, amount, request_id, seq, accepted_at, end_time)
+SELECT a, 1 + (s * 7919) % 20000, 100 + s, gen_random_uuid(), s, now(), now() + interval '1 hour'
+  FROM unnest($1::bigint[]) a, generate_series(1, 10000) s`, ids); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `INSERT INTO bidder_alias (auction_id, bidder_id, alias)
+SELECT auction_id, bidder_id, row_number() OVER (PARTITION BY auction_id ORDER BY min(seq))
+  FROM bid WHERE seq <= 9950 GROUP BY auction_id, bidder_id`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, "ANALYZE bid, bidder_alias"); err != nil {
+		t.Fatal(err)
+	}
+	n := len(ids)
+	from, to := make([]int64, n), make([]int64, n)
+	for i := range n {
+		from[i], to[i] = 9950, 9962
+	}
+	plan := strings.Join(explain(t, db, pgstore.AssignAliasesSQL, ids, from, to), "\n")
+	for _, bad := range []string{"Seq Scan on bidder_alias", "Hash"} {
+		if strings.Contains(plan, bad) {
+			t.Fatalf("the aliases' plan has a %s:\n%s", bad, plan)
+		}
+	}
+	for _, want := range []string{"bidder_alias_pkey", "idx_bid_auction_seq"} {
+		if !strings.Contains(plan, want) {
+			t.Fatalf("the aliases' plan does not use %s:\n%s", want, plan)
 		}
 	}
 }
