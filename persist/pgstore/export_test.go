@@ -38,3 +38,6 @@ var PruneOutboxSQL = pruneOutboxSQL
 
 // AssignAliasesSQL lets the tests read the hot aliases' plan.
 var AssignAliasesSQL = assignAliasesSQL
+
+// CompareBidsSQL lets the tests read the comparison's plan.
+var CompareBidsSQL = compareBidsSQL

@@ -181,6 +181,36 @@ SELECT auction_id, bidder_id, row_number() OVER (PARTITION BY auction_id ORDER B
 	}
 }
 
+// The persister's and the reconciler's comparison of a batch with the bid
+// table probes the (auction_id, seq) index once per bid, however big the
+// batch: as a join, the planner hashed the whole bid table for a
+// reconciler's batch of a few hundred.
+func TestCompareBidsProbeTheSeqIndex(t *testing.T) {
+	db, _ := testdb.New(t, 4)
+	s := &pgstore.Store{DB: db}
+	ctx := context.Background()
+	a := newLot(t, s, true)
+	if _, err := db.Exec(ctx, `INSERT INTO bid (auction_id, bidder_id, amount, request_id, seq, accepted_at, end_time)
+SELECT $1, 1 + s % 20000, 100 + s, gen_random_uuid(), s, now(), now() + interval '1 hour' FROM generate_series(1, 40000) s`, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, "ANALYZE bid"); err != nil {
+		t.Fatal(err)
+	}
+	const n = 900
+	auctions, seqs, bidders := make([]int64, n), make([]int64, n), make([]int64, n)
+	requests, amounts, kinds := make([]string, n), make([]string, n), make([]string, n)
+	maxima := make([]*string, n)
+	for i := range n {
+		auctions[i], seqs[i], bidders[i] = a.ID, int64(39000+i), int64(i+1)
+		requests[i], amounts[i], kinds[i] = uuid.NewString(), "100.00", "straight"
+	}
+	plan := strings.Join(explain(t, db, pgstore.CompareBidsSQL, auctions, seqs, requests, bidders, amounts, kinds, maxima), "\n")
+	if strings.Contains(plan, "Seq Scan on bid") || strings.Contains(plan, "Hash") || !strings.Contains(plan, "idx_bid_auction_seq") {
+		t.Fatalf("the comparison does not probe idx_bid_auction_seq per bid:\n%s", plan)
+	}
+}
+
 func TestMyBidsStates(t *testing.T) {
 	db, _ := testdb.New(t, 4)
 	s := &pgstore.Store{DB: db}
