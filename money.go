@@ -61,7 +61,40 @@ func CheckMoney(field string, d decimal.Decimal, zeroOK bool) error {
 
 // FormatMoney writes an amount the way every response does: a string with
 // exactly two decimals.
-func FormatMoney(d decimal.Decimal) string { return d.StringFixed(2) }
+//
+// An amount of at most two decimals (every amount bidgate keeps) is written
+// from its integer cents: decimal's StringFixed rounds through big.Int, and
+// a hot auction formats the price and the minimum bid of every refusal.
+func FormatMoney(d decimal.Decimal) string {
+	exp := d.Exponent()
+	if exp < -2 || exp > 0 || d.NumDigits() > 16 {
+		return d.StringFixed(2)
+	}
+	cents := d.CoefficientInt64() // below 10^16, times at most 100
+	for ; exp > -2; exp-- {
+		cents *= 10
+	}
+	neg := cents < 0
+	if neg {
+		cents = -cents
+	}
+	var b [24]byte
+	i := len(b)
+	for n := 0; n < 3 || cents > 0; n++ {
+		if n == 2 {
+			i--
+			b[i] = '.'
+		}
+		i--
+		b[i] = byte('0' + cents%10)
+		cents /= 10
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
+}
 
 // Money is an amount read from JSON, given either as a number (1250000.5) or a
 // string ("1250000.50"), always in plain decimal notation.

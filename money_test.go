@@ -3,6 +3,8 @@ package bidgate
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/shopspring/decimal"
 )
 
 func TestMoneyFromJSON(t *testing.T) {
@@ -85,5 +87,35 @@ func BenchmarkParseMoney(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+	}
+}
+
+// TestFormatMoney: every amount is written as decimal's StringFixed(2)
+// writes it, the ones formatted from their cents as the rest.
+func TestFormatMoney(t *testing.T) {
+	for _, in := range []string{
+		"0", "0.00", "0.05", "0.5", "1", "10", "1210.00", "1200.1", "999999999999.99", "100000000000000",
+		"-0.05", "-1200.5", "-7", "0.001", "0.005", "0.015", "-0.015", "1.999", "12345678901234567890.12",
+		"99999999999999.99", "9999999999999999", "99999999999999999", "1e3", "1.5e2", "123e-5",
+	} {
+		d := decimal.RequireFromString(in)
+		if got, want := FormatMoney(d), d.StringFixed(2); got != want {
+			t.Errorf("FormatMoney(%s) = %s, want %s", in, got, want)
+		}
+	}
+	if got := FormatMoney(decimal.Decimal{}); got != "0.00" {
+		t.Errorf("the zero Decimal: %s", got)
+	}
+	if got := FormatMoney(decimal.New(12, 1)); got != "120.00" {
+		t.Errorf("12e1: %s", got)
+	}
+}
+
+// BenchmarkFormatMoney: a price as a refusal formats it.
+func BenchmarkFormatMoney(b *testing.B) {
+	d := decimal.RequireFromString("1210.50")
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = FormatMoney(d)
 	}
 }
