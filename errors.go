@@ -60,8 +60,7 @@ type BidTooLowError struct {
 }
 
 func (e *BidTooLowError) Error() string {
-	return fmt.Sprintf("bid too low: current price %s, minimum bid %s",
-		FormatMoney(e.CurrentPrice), FormatMoney(e.MinimumBid))
+	return "bid too low: current price " + FormatMoney(e.CurrentPrice) + ", minimum bid " + FormatMoney(e.MinimumBid)
 }
 
 func (e *BidTooLowError) Is(target error) bool { return target == ErrBidTooLow }

@@ -284,6 +284,11 @@ func (s *Service) PlaceBid(ctx context.Context, r bidgate.BidRequest) (bidgate.B
 	ctx, cancel := context.WithTimeout(ctx, s.storeTimeout)
 	defer cancel()
 	res, err := place(ctx, r)
+	if _, tooLow := err.(*bidgate.BidTooLowError); err == nil || tooLow {
+		// Most bids on a hot auction end here; the unwrapping below
+		// is for store failures.
+		return res, err
+	}
 	err = timedOut(err, false)
 	switch {
 	case errors.Is(err, bidgate.ErrRateLimited):
