@@ -20,6 +20,12 @@ type Authenticator interface {
 	Verify(token string) (auth.Principal, error)
 }
 
+// signatureCounter is an Authenticator that counts the signatures it checks
+// (auth.Verifier): bidgate_token_signature_checks_total.
+type signatureCounter interface {
+	SignatureChecks() uint64
+}
+
 // The refusals of a request without a token this node accepts.
 var (
 	errNoToken         = refuse(fasthttp.StatusUnauthorized, "unauthenticated", "this route needs Authorization: Bearer <token>")

@@ -579,3 +579,39 @@ func TestActingUser(t *testing.T) {
 		})
 	}
 }
+
+// TestSignatureChecksCounted: bidgate_token_signature_checks_total counts
+// the tokens whose signature this node checked, not the cached ones.
+func TestSignatureChecksCounted(t *testing.T) {
+	s, _ := startServer(t)
+	id := s.createAuction(validAuction())
+	checks := func() int {
+		t.Helper()
+		m := s.admin().do("GET", "/metrics", nil)
+		for line := range strings.Lines(m.raw) {
+			if v, ok := strings.CutPrefix(line, "bidgate_token_signature_checks_total "); ok {
+				n, err := strconv.Atoi(strings.TrimSpace(v))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+		}
+		t.Fatalf("no bidgate_token_signature_checks_total in %s", m.raw)
+		return 0
+	}
+	key := signingKey(t)
+	a := mint(t, key, auth.Token{Subject: 9101, Scopes: []string{auth.ScopeBid}})
+	b := mint(t, key, auth.Token{Subject: 9102, Scopes: []string{auth.ScopeBid}})
+	before := checks()
+	for i, tok := range []string{a, b, a, b, a} { // a leader may not outbid itself
+		r := s.do("POST", fmt.Sprintf("/auctions/%d/bids", id), map[string]any{"amount": 1010 + 10*i},
+			"Idempotency-Key", uuid.NewString(), "Authorization", "Bearer "+tok)
+		if r.status != 201 {
+			t.Fatalf("bid %d: %d %s", i, r.status, r.raw)
+		}
+	}
+	if got := checks() - before; got != 2 {
+		t.Fatalf("%d signatures checked for two tokens used five times, want 2", got)
+	}
+}

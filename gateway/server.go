@@ -65,6 +65,7 @@ func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, auctions: auctions, ready: ready, log: log, metrics: newMetrics(reg),
 		authFailures: newFailureLimiter(cfg.AuthFailureRate, cfg.AuthFailureBurst), signer: newSigner(cfg.ClusterSecret, cfg.ClusterSecretPrevious)}
+	countSignatureChecks(reg, cfg.Auth)
 	s.reads = cfg.Reads
 	if r, ok := auctions.(Reader); ok && s.reads == nil {
 		s.reads = r // the shard: it reads past its read replica for minSeq

@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -113,6 +114,7 @@ type Verifier struct {
 	recheck func() // nil unless the keys may change during a verification
 	parser  *jwt.Parser
 	cache   *tokenCache
+	checks  atomic.Uint64 // signatures checked (tokens not found in the cache)
 }
 
 // NewVerifier returns a Verifier; a key source that runs in the background
@@ -153,6 +155,7 @@ func (v *Verifier) Verify(token string) (Principal, error) {
 	if err := checkStrictJSON(token); err != nil {
 		return Principal{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
+	v.checks.Add(1)
 	var c claims
 	_, err := v.parser.ParseWithClaims(token, &c, v.keys)
 	if v.recheck != nil {
@@ -173,6 +176,11 @@ func (v *Verifier) Verify(token string) (Principal, error) {
 	}
 	return p, nil
 }
+
+// SignatureChecks is how many tokens Verify checked the signature of rather
+// than found in its cache: the costly part of authentication, paid once per
+// token on each node that sees it.
+func (v *Verifier) SignatureChecks() uint64 { return v.checks.Load() }
 
 // ParseSubject reads a user id as tokens carry it in sub: a canonical
 // positive decimal int64 (bidgate.ParseID).
