@@ -3,6 +3,7 @@ package bidgate
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/shopspring/decimal"
@@ -74,26 +75,22 @@ func FormatMoney(d decimal.Decimal) string {
 	for ; exp > -2; exp-- {
 		cents *= 10
 	}
-	neg := cents < 0
-	if neg {
-		cents = -cents
+	return FormatCents(cents)
+}
+
+// FormatCents writes an amount given in cents as FormatMoney does, without
+// going through a decimal.
+func FormatCents(c int64) string {
+	var buf [24]byte
+	b := buf[:0]
+	u := uint64(c)
+	if c < 0 {
+		b = append(b, '-')
+		u = -u
 	}
-	var b [24]byte
-	i := len(b)
-	for n := 0; n < 3 || cents > 0; n++ {
-		if n == 2 {
-			i--
-			b[i] = '.'
-		}
-		i--
-		b[i] = byte('0' + cents%10)
-		cents /= 10
-	}
-	if neg {
-		i--
-		b[i] = '-'
-	}
-	return string(b[i:])
+	b = strconv.AppendUint(b, u/100, 10)
+	b = append(b, '.', byte('0'+u%100/10), byte('0'+u%10))
+	return string(b)
 }
 
 // Money is an amount read from JSON, given either as a number (1250000.5) or a

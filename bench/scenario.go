@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
+
+	"bidgate"
 )
 
 // Prices of the auctions the harness creates.
@@ -18,20 +19,9 @@ const (
 	incCents       = 100    // 1.00
 )
 
-// cents writes an amount the way bidgate does (bidgate.FormatMoney, two
-// decimals), without going through a decimal: the load builds one per bid.
-func cents(c int64) string {
-	var buf [24]byte
-	b := buf[:0]
-	u := uint64(c)
-	if c < 0 {
-		b = append(b, '-')
-		u = -u
-	}
-	b = strconv.AppendUint(b, u/100, 10)
-	b = append(b, '.', byte('0'+u%100/10), byte('0'+u%10))
-	return string(b)
-}
+// cents writes an amount the way bidgate does, without going through a
+// decimal: the load builds one per bid.
+func cents(c int64) string { return bidgate.FormatCents(c) }
 
 func (e *Env) newResult(scenario string, settings any) *Result {
 	r := &Result{Scenario: scenario, Started: time.Now(), Seed: e.seed, Settings: settings}
