@@ -42,10 +42,23 @@ func (s *Server) authorized(scope string, h func(*fasthttp.RequestCtx, auth.Prin
 	return s.authorizedAny([]string{scope}, h)
 }
 
+// bidding is authorized for placing a bid: it also takes a token another
+// node verified and told this one (tokens.go), since that node may forward
+// the same bid naming the same bidder.
+func (s *Server) bidding(h func(*fasthttp.RequestCtx, auth.Principal)) fasthttp.RequestHandler {
+	return s.authorizedVia(true, []string{auth.ScopeBid}, h)
+}
+
 // authorizedAny is authorized for a handler that any one of scopes lets
 // in (a user's own notices are theirs whether they bid or sell). A token
 // with none of them is 403, its challenge naming them all.
 func (s *Server) authorizedAny(scopes []string, h func(*fasthttp.RequestCtx, auth.Principal)) fasthttp.RequestHandler {
+	return s.authorizedVia(false, scopes, h)
+}
+
+// authorizedVia is authorizedAny; told says whether a token told by a peer
+// will do.
+func (s *Server) authorizedVia(told bool, scopes []string, h func(*fasthttp.RequestCtx, auth.Principal)) fasthttp.RequestHandler {
 	lacks := "the token lacks the scope " + scopes[0]
 	if len(scopes) > 1 {
 		lacks = "the token has none of the scopes " + strings.Join(scopes, ", ")
@@ -56,7 +69,7 @@ func (s *Server) authorizedAny(scopes []string, h func(*fasthttp.RequestCtx, aut
 			h(ctx, auth.Principal{}) // no user: the body names one
 			return
 		}
-		p, ok := s.authenticate(ctx)
+		p, ok := s.authenticate(ctx, told)
 		if !ok {
 			return
 		}
@@ -86,10 +99,11 @@ func (s *Server) viewer(h func(*fasthttp.RequestCtx, auth.Principal)) fasthttp.R
 	}
 }
 
-// authenticate verifies the request's bearer token. On failure it has
-// answered: 401 for a missing or invalid token (RFC 6750), 429 for an
-// address that failed too often.
-func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (auth.Principal, bool) {
+// authenticate verifies the request's bearer token, or, when told is true,
+// takes a peer's word for it. On failure it has answered: 401 for a
+// missing or invalid token (RFC 6750), 429 for an address that failed too
+// often.
+func (s *Server) authenticate(ctx *fasthttp.RequestCtx, told bool) (auth.Principal, bool) {
 	addr := ctx.RemoteIP().String()
 	if wait, limited := s.authFailures.limited(addr); limited {
 		tooMany := refuse(fasthttp.StatusTooManyRequests, "rate_limited", "too many failed authentications from this address; retry later")
@@ -110,7 +124,13 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (auth.Principal, bool) {
 		s.writeError(ctx, errNoTokenAccepted)
 		return auth.Principal{}, false
 	}
-	p, err := s.cfg.Auth.Verify(token)
+	var p auth.Principal
+	var err error
+	if told && s.tokens != nil {
+		p, err = s.tokens.voucher.VerifyBidder(token)
+	} else {
+		p, err = s.cfg.Auth.Verify(token)
+	}
 	if err != nil {
 		s.authFailures.fail(addr)
 		s.metrics.authFailures.Inc()

@@ -111,6 +111,15 @@ func startNode(t testing.TB, id string, db *pgxpool.Pool, rdb redis.UniversalCli
 	n := &testNode{testServer: newTestServer(t, "http://"+public.Addr().String(), "http://"+admin.Addr().String(), reg),
 		id: id, ring: r, srv: srv, ep: serve(srv, public, inner, admin), public: public, inner: inner, adminLn: admin, reg: reg, changes: seen}
 	t.Cleanup(n.stop)
+	sharing, stopSharing := context.WithCancel(context.Background())
+	shared := make(chan error, 1)
+	go func() { shared <- srv.ShareTokens(sharing) }()
+	t.Cleanup(func() {
+		stopSharing()
+		if err := <-shared; err != nil {
+			t.Errorf("%s: share tokens: %v", id, err)
+		}
+	})
 	return n
 }
 

@@ -71,7 +71,8 @@ func (stubInbox) ServeWS(ctx *fasthttp.RequestCtx, _ int64) {
 // its contract (or a contract for a route that is gone) fails here.
 func TestEveryRouteIsDocumented(t *testing.T) {
 	self := ring.Member{Name: "self", Roles: []string{ring.RoleShard}}
-	cfg := Config{Cluster: stubCluster{owner: self, self: self}, Viewers: stubViewers{}, Inbox: stubInbox{}}
+	cfg := Config{Cluster: stubCluster{owner: self, self: self}, Viewers: stubViewers{}, Inbox: stubInbox{}, Auth: testVerifier(t),
+		ClusterSecret: []byte("0123456789abcdef0123456789abcdef")}
 	srv := New(cfg.withDefaults(), panicky{}, func(context.Context) error { return nil }, prometheus.NewRegistry(),
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	for _, c := range []struct {

@@ -118,22 +118,14 @@ func (f *forwarder) sendBatch(_ context.Context, to forwardLane, bids []forwarde
 	if err != nil {
 		return nil, fmt.Errorf("forwarded bids: encode: %w", err)
 	}
-	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
-	req.Header.SetMethod(fasthttp.MethodPost)
-	req.SetRequestURI("http://" + to.addr + forwardPath)
-	req.Header.SetContentType("application/json")
-	req.Header.Set(headerHop, "1")
-	req.SetBodyRaw(body)
-	reqSig := f.signer.signRequest(req, "")
 	start := time.Now()
-	err = f.client.Do(req, resp)
+	resp, signed, err := f.postInternal(to.addr, forwardPath, body)
 	f.latency.Observe(time.Since(start).Seconds())
+	defer fasthttp.ReleaseResponse(resp)
 	if err != nil {
 		return nil, err
 	}
-	if !f.signer.verifyAnswer(reqSig, resp) {
+	if !signed {
 		switch resp.StatusCode() {
 		case fasthttp.StatusNotFound, fasthttp.StatusMethodNotAllowed, fasthttp.StatusRequestEntityTooLarge:
 			if len(resp.Header.Peek(headerAnswerSig)) == 0 {
@@ -151,6 +143,25 @@ func (f *forwarder) sendBatch(_ context.Context, to forwardLane, bids []forwarde
 		return nil, errBadBatch
 	}
 	return out.Answers, nil
+}
+
+// postInternal sends body (JSON) to path on the internal endpoint at
+// addr, signed with the cluster secret, and returns the answer and whether
+// it is signed for this very request. The caller releases resp.
+func (f *forwarder) postInternal(addr, path string, body []byte) (resp *fasthttp.Response, signed bool, err error) {
+	req := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(req)
+	resp = fasthttp.AcquireResponse()
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.SetRequestURI("http://" + addr + path)
+	req.Header.SetContentType("application/json")
+	req.Header.Set(headerHop, "1")
+	req.SetBodyRaw(body)
+	reqSig := f.signer.signRequest(req, "")
+	if err := f.client.Do(req, resp); err != nil {
+		return resp, false, err
+	}
+	return resp, f.signer.verifyAnswer(reqSig, resp), nil
 }
 
 // sendEach forwards each of bids in a request of its own, all at once.

@@ -28,7 +28,7 @@ func (s *Server) publicRoutes() *router.Router {
 			r.GET("/auctions", s.counted("list_auctions", s.listAuctions))
 			r.GET("/me/auctions", s.counted("my_auctions", s.authorized(auth.ScopeSell, s.myAuctions)))
 		}
-		r.POST("/auctions/{id}/bids", s.counted("place_bid", s.authorized(auth.ScopeBid, s.placeClientBid)))
+		r.POST("/auctions/{id}/bids", s.counted("place_bid", s.bidding(s.placeClientBid)))
 		r.GET("/auctions/{id}/bids", s.counted("auction_bids", s.viewer(s.auctionBids)))
 		r.GET("/me/bids", s.counted("my_bids", s.authorized(auth.ScopeBid, s.myBids)))
 		r.GET("/me/notifications", s.counted("my_notifications", s.authorizedAny(noticeScopes, s.myNotifications)))
@@ -49,12 +49,16 @@ func (s *Server) publicRoutes() *router.Router {
 	return r
 }
 
-// internalRoutes takes only signed bids, forwarded by other nodes: in
-// batches, or one a request (as nodes before batches send them).
+// internalRoutes takes only signed requests of other nodes: bids they
+// forward, in batches or one a request (as nodes before batches send
+// them), and the tokens they verified.
 func (s *Server) internalRoutes() *router.Router {
 	r := s.newRouter()
 	r.POST("/auctions/{id}/bids", s.counted("internal_bid", s.signedInternal(s.internalBid)))
 	r.POST(forwardPath, s.counted("internal_bids", s.signedInternal(s.internalBids)))
+	if s.tokens != nil {
+		r.POST(tokensPath, s.counted("internal_tokens", s.signedInternal(s.internalTokens)))
+	}
 	return r
 }
 

@@ -43,7 +43,8 @@ type Server struct {
 	ready        func(context.Context) error
 	log          *slog.Logger
 	metrics      *metrics
-	forwarder    *forwarder // nil on a single node
+	forwarder    *forwarder    // nil on a single node
+	tokens       *tokenSharing // nil unless the nodes share verified tokens
 	signer       *signer
 	authFailures *failureLimiter
 	public       *fasthttp.Server
@@ -79,6 +80,9 @@ func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *
 	s.notices, _ = auctions.(Notifications)
 	if cfg.Cluster != nil {
 		s.forwarder = newForwarder(cfg.Cluster, s.signer, cfg.ForwardTimeout, reg)
+		if v, ok := cfg.Auth.(voucher); ok && !cfg.AuthOff && s.signer.signing() != nil {
+			s.tokens = newTokenSharing(v, reg)
+		}
 	}
 	s.public = s.newHTTPServer(s.publicRoutes().Handler)
 	s.internal = s.newHTTPServer(s.internalRoutes().Handler)

@@ -284,7 +284,9 @@ func (n *node) newServer(roles *background, members *ring.Ring, relay *persist.R
 			return nil, err
 		}
 	}
-	return gateway.New(gw, auctions, n.ready, n.reg, n.log), nil
+	srv := gateway.New(gw, auctions, n.ready, n.reg, n.log)
+	roles.run(srv.ShareTokens)
+	return srv, nil
 }
 
 // newShard is the shard role; a hot bid it accepts wakes relay.

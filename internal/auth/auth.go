@@ -109,12 +109,15 @@ func (c Config) Validate() error {
 // A signature check costs about 100 µs, more than the rest of a bid, so
 // verified tokens are cached (by their SHA-256) until they expire. A change
 // of keys empties the cache: a token of a removed key is refused at once.
+// The tokens it verifies for bidding are told to the other nodes
+// (vouch.go), which then need not check them again to take a bid.
 type Verifier struct {
 	keys    jwt.Keyfunc
 	recheck func() // nil unless the keys may change during a verification
 	parser  *jwt.Parser
 	cache   *tokenCache
 	checks  atomic.Uint64 // signatures checked (tokens not found in the cache)
+	told    *vouchQueue   // tokens verified here, for the other nodes
 }
 
 // NewVerifier returns a Verifier; a key source that runs in the background
@@ -125,11 +128,11 @@ func NewVerifier(ctx context.Context, cfg Config) (*Verifier, error) {
 		return nil, err
 	}
 	cache := newTokenCache(cfg.CacheSize)
-	keys, recheck, err := openKeySet(ctx, cfg, cache.clear)
+	keys, recheck, err := openKeySet(ctx, cfg, func(set []byte) { cache.rekey(fingerprint(cfg, set)) })
 	if err != nil {
 		return nil, err
 	}
-	return &Verifier{keys: keys, recheck: recheck, cache: cache, parser: jwt.NewParser(
+	return &Verifier{keys: keys, recheck: recheck, cache: cache, told: newVouchQueue(), parser: jwt.NewParser(
 		jwt.WithValidMethods(Algorithms),
 		jwt.WithExpirationRequired(),
 		jwt.WithIssuer(cfg.Issuer),
@@ -148,10 +151,16 @@ type claims struct {
 func (v *Verifier) Verify(token string) (Principal, error) {
 	sum := sha256.Sum256([]byte(token))
 	now := time.Now()
-	p, ok, gen := v.cache.get(sum, now)
+	p, ok, at := v.cache.get(sum, now, false)
 	if ok {
 		return p, nil
 	}
+	return v.verify(token, sum, now, at)
+}
+
+// verify checks the signature and claims of token (SHA-256 sum) at now, in
+// the generation of keys at, and caches it.
+func (v *Verifier) verify(token string, sum [32]byte, now time.Time, at stamp) (Principal, error) {
 	if err := checkStrictJSON(token); err != nil {
 		return Principal{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
@@ -168,11 +177,14 @@ func (v *Verifier) Verify(token string) (Principal, error) {
 	if err != nil {
 		return Principal{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
-	p = Principal{UserID: id, Scopes: strings.Fields(c.Scope)}
-	// Only a token valid without leeway is cached: within the leeway the
-	// parser decides each time.
+	p := Principal{UserID: id, Scopes: strings.Fields(c.Scope)}
+	// Only a token valid without leeway is cached, or told: within the
+	// leeway the parser decides each time.
 	if c.NotBefore == nil || !c.NotBefore.After(now) {
-		v.cache.put(sum, p, c.ExpiresAt.Time, gen)
+		v.cache.put(sum, cachedToken{p: p, exp: c.ExpiresAt.Time}, at)
+		if p.Can(ScopeBid) {
+			v.told.add(Vouch{Sum: sum, UserID: id, Expires: c.ExpiresAt.Time, Keys: at.keys})
+		}
 	}
 	return p, nil
 }

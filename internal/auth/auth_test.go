@@ -473,26 +473,26 @@ func BenchmarkVerify(b *testing.B) {
 func TestTokenCache(t *testing.T) {
 	c := newTokenCache(4)
 	now := time.Now()
-	p := Principal{UserID: 7, Scopes: []string{ScopeBid}}
-	_, _, gen := c.get([32]byte{1}, now)
-	c.put([32]byte{1}, p, now.Add(time.Minute), gen)
-	if got, ok, _ := c.get([32]byte{1}, now); !ok || got.UserID != 7 {
+	e := cachedToken{p: Principal{UserID: 7, Scopes: []string{ScopeBid}}, exp: now.Add(time.Minute)}
+	_, _, at := c.get([32]byte{1}, now, false)
+	c.put([32]byte{1}, e, at)
+	if got, ok, _ := c.get([32]byte{1}, now, false); !ok || got.UserID != 7 {
 		t.Fatalf("cached token: %+v %v", got, ok)
 	}
-	if _, ok, _ := c.get([32]byte{1}, now.Add(time.Minute)); ok {
+	if _, ok, _ := c.get([32]byte{1}, now.Add(time.Minute), false); ok {
 		t.Fatal("a token served from the cache at its exp")
 	}
-	c.clear()
-	if _, ok, _ := c.get([32]byte{1}, now); ok {
+	c.rekey([32]byte{9})
+	if _, ok, _ := c.get([32]byte{1}, now, false); ok {
 		t.Fatal("a token served after the keys changed")
 	}
-	c.put([32]byte{2}, p, now.Add(time.Minute), gen) // verified before the change
-	if _, ok, _ := c.get([32]byte{2}, now); ok {
+	c.put([32]byte{2}, e, at) // verified before the change
+	if _, ok, _ := c.get([32]byte{2}, now, false); ok {
 		t.Fatal("a token verified with the old keys cached after the change")
 	}
-	_, _, gen = c.get([32]byte{3}, now)
+	_, _, at = c.get([32]byte{3}, now, false)
 	for i := range 100 {
-		c.put([32]byte{byte(i)}, p, now.Add(time.Minute), gen)
+		c.put([32]byte{byte(i)}, e, at)
 		if len(c.entries) > 4 {
 			t.Fatalf("%d entries, bound 4", len(c.entries))
 		}

@@ -12,14 +12,23 @@ type tokenCache struct {
 	max int
 
 	mu      sync.RWMutex
-	gen     uint64
+	now     stamp
 	entries map[[32]byte]cachedToken
+}
+
+// stamp is a generation of keys: its number, and the fingerprint of the
+// keys, issuer and audience it verifies with (zero while none is known).
+type stamp struct {
+	gen  uint64
+	keys [32]byte
 }
 
 type cachedToken struct {
 	p   Principal
 	exp time.Time
 	gen uint64
+	// vouched: a peer verified it (Vouch), so it serves VerifyBidder only.
+	vouched bool
 }
 
 func newTokenCache(max int) *tokenCache {
@@ -27,32 +36,45 @@ func newTokenCache(max int) *tokenCache {
 }
 
 // get returns the cached principal of a token, if it has one still valid at
-// now, and the generation a verification done now belongs to.
-func (c *tokenCache) get(sum [32]byte, now time.Time) (Principal, bool, uint64) {
+// now (a vouched one only when vouched is true), and the generation a
+// verification done now belongs to.
+func (c *tokenCache) get(sum [32]byte, now time.Time, vouched bool) (Principal, bool, stamp) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	e, ok := c.entries[sum]
-	if !ok || e.gen != c.gen || !now.Before(e.exp) {
-		return Principal{}, false, c.gen
+	if !ok || e.gen != c.now.gen || !now.Before(e.exp) || e.vouched && !vouched {
+		return Principal{}, false, c.now
 	}
-	return e.p, true, c.gen
+	return e.p, true, c.now
 }
 
-// put caches a token verified in generation gen; one verified against keys
-// that have changed since is dropped.
-func (c *tokenCache) put(sum [32]byte, p Principal, exp time.Time, gen uint64) {
+// put caches a token verified in generation at; one verified against keys
+// that have changed since is dropped. A vouched entry never replaces a
+// token this node verified itself.
+func (c *tokenCache) put(sum [32]byte, e cachedToken, at stamp) {
 	if c.max <= 0 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if gen != c.gen {
+	if at.gen != c.now.gen {
+		return
+	}
+	if old, ok := c.entries[sum]; ok && e.vouched && !old.vouched && old.gen == at.gen {
 		return
 	}
 	if len(c.entries) >= c.max {
 		c.evict(time.Now())
 	}
-	c.entries[sum] = cachedToken{p: p, exp: exp, gen: gen}
+	e.gen = at.gen
+	c.entries[sum] = e
+}
+
+// current is the generation of keys in force.
+func (c *tokenCache) current() stamp {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.now
 }
 
 // evict drops expired entries and, if that is not enough, every other one
@@ -60,17 +82,17 @@ func (c *tokenCache) put(sum [32]byte, p Principal, exp time.Time, gen uint64) {
 func (c *tokenCache) evict(now time.Time) {
 	i := 0
 	for k, e := range c.entries {
-		if !now.Before(e.exp) || e.gen != c.gen || i%2 == 0 {
+		if !now.Before(e.exp) || e.gen != c.now.gen || i%2 == 0 {
 			delete(c.entries, k)
 		}
 		i++
 	}
 }
 
-// clear forgets every token: the keys changed.
-func (c *tokenCache) clear() {
+// rekey forgets every token: the keys changed, to those of fingerprint keys.
+func (c *tokenCache) rekey(keys [32]byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.gen++
+	c.now = stamp{gen: c.now.gen + 1, keys: keys}
 	c.entries = make(map[[32]byte]cachedToken)
 }

@@ -20,10 +20,11 @@ import (
 )
 
 // openKeySet returns the key lookup of cfg's one key source; changed is
-// called whenever the keys it holds change. recheck, when not nil, looks
-// for a change at once: a fetched set also changes when a token's unknown
-// kid makes keyfunc fetch it again.
-func openKeySet(ctx context.Context, cfg Config, changed func()) (keys jwt.Keyfunc, recheck func(), err error) {
+// called with the keys it holds (as a JWKS, in the source's order) when
+// they are first read and whenever they change. recheck, when not nil,
+// looks for a change at once: a fetched set also changes when a token's
+// unknown kid makes keyfunc fetch it again.
+func openKeySet(ctx context.Context, cfg Config, changed func(set []byte)) (keys jwt.Keyfunc, recheck func(), err error) {
 	sources := 0
 	for _, set := range []bool{cfg.JWKSFile != "", cfg.JWKSURL != "", len(cfg.JWKS) > 0} {
 		if set {
@@ -51,6 +52,11 @@ func openKeySet(ctx context.Context, cfg Config, changed func()) (keys jwt.Keyfu
 		if err := f.load(); err != nil {
 			return nil, nil, err
 		}
+		set, err := marshalKeys(ctx, *f.keys.Load())
+		if err != nil {
+			return nil, nil, fmt.Errorf("JWKS file %s: %w", f.path, err)
+		}
+		changed(set)
 		go f.watch(ctx, cfg.FileCheck, cfg, changed)
 		return f.keyfunc, nil, nil
 	}
@@ -58,7 +64,30 @@ func openKeySet(ctx context.Context, cfg Config, changed func()) (keys jwt.Keyfu
 	if err != nil {
 		return nil, nil, fmt.Errorf("JWKS: %w", err)
 	}
+	set, err := marshalKeys(ctx, k)
+	if err != nil {
+		return nil, nil, fmt.Errorf("JWKS: %w", err)
+	}
+	changed(set)
 	return k.Keyfunc, nil, nil
+}
+
+// marshalKeys is the JWKS of k's keys, in their order: the same keys read
+// from differently written files give the same bytes.
+func marshalKeys(ctx context.Context, k keyfunc.Keyfunc) ([]byte, error) {
+	keys, err := k.Storage().KeyReadAll(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the keys: %w", err)
+	}
+	var set jwkset.JWKSMarshal
+	for _, j := range keys {
+		set.Keys = append(set.Keys, j.Marshal())
+	}
+	b, err := json.Marshal(set)
+	if err != nil {
+		return nil, fmt.Errorf("encode the keys: %w", err)
+	}
+	return b, nil
 }
 
 // fileKeySet is a JWKS file, read again whenever its content changes:
@@ -89,15 +118,19 @@ func (f *fileKeySet) load() error {
 
 // watch reads the file again every interval until ctx ends. A file that
 // cannot be read or parsed (half written, say) keeps the keys read before.
-func (f *fileKeySet) watch(ctx context.Context, every time.Duration, cfg Config, changed func()) {
+func (f *fileKeySet) watch(ctx context.Context, every time.Duration, cfg Config, changed func([]byte)) {
 	loop := poll("reload the JWKS file", every, cfg.Log)
-	_ = loop.Run(ctx, func(context.Context) (bool, error) { // nil: no pass stops the loop
+	_ = loop.Run(ctx, func(ctx context.Context) (bool, error) { // nil: no pass stops the loop
 		before := f.raw
 		if err := f.load(); err != nil {
 			return false, fmt.Errorf("keeping the keys read before: %w", err)
 		}
 		if !bytes.Equal(before, f.raw) {
-			changed()
+			set, err := marshalKeys(ctx, *f.keys.Load())
+			if err != nil {
+				set = f.raw // cannot happen with keys just parsed; any change still rekeys
+			}
+			changed(set)
 			cfg.Log.Info("JWKS file changed; keys reloaded", "path", f.path)
 		}
 		return false, nil
@@ -115,11 +148,12 @@ func poll(task string, every time.Duration, log *slog.Logger) retry.Loop {
 
 func (f *fileKeySet) keyfunc(t *jwt.Token) (any, error) { return (*f.keys.Load()).Keyfunc(t) }
 
-// storageWatch calls changed whenever the keys of a fetched JWKS change
-// (keyfunc refreshes it hourly and on an unknown kid).
+// storageWatch calls changed with the keys of a fetched JWKS when first
+// read and whenever they change (keyfunc refreshes it hourly and on an
+// unknown kid).
 type storageWatch struct {
 	k       keyfunc.Keyfunc
-	changed func()
+	changed func([]byte)
 
 	mu   sync.Mutex
 	last []byte
@@ -133,22 +167,14 @@ func (w *storageWatch) run(ctx context.Context, every time.Duration, log *slog.L
 
 // check calls changed when the set's keys differ from the last check's.
 func (w *storageWatch) check(ctx context.Context) error {
-	keys, err := w.k.Storage().KeyReadAll(ctx)
+	now, err := marshalKeys(ctx, w.k)
 	if err != nil {
-		return fmt.Errorf("read the keys of the fetched JWKS: %w", err)
-	}
-	var set jwkset.JWKSMarshal
-	for _, j := range keys {
-		set.Keys = append(set.Keys, j.Marshal())
-	}
-	now, err := json.Marshal(set)
-	if err != nil {
-		return fmt.Errorf("encode the keys of the fetched JWKS: %w", err)
+		return fmt.Errorf("the fetched JWKS: %w", err)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.last != nil && !bytes.Equal(now, w.last) {
-		w.changed()
+	if !bytes.Equal(now, w.last) {
+		w.changed(now)
 	}
 	w.last = now
 	return nil
