@@ -1,20 +1,26 @@
 package gateway
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
 
 	"bidgate/internal/auth"
 	"bidgate/internal/await"
 	"bidgate/internal/testdb"
 	"bidgate/internal/testmetrics"
 	"bidgate/internal/testredis"
+	"bidgate/ring"
 )
 
 // A token one node verified for a bid is told to the other, which takes
@@ -139,4 +145,49 @@ func repeat(x toldToken, n int) []toldToken {
 		out[i] = x
 	}
 	return out
+}
+
+// membersCluster is stubCluster with a member list of its own.
+type membersCluster struct {
+	stubCluster
+	members []ring.Member
+}
+
+func (c membersCluster) Members() []ring.Member { return c.members }
+
+// Tokens go only to gateways that proved the cluster secret; one that
+// answers the route with an unsigned 404 (an older version) is told
+// nothing more.
+func TestTellPeersSkipsOlderAndUnprovenNodes(t *testing.T) {
+	notFound := func(ctx *fasthttp.RequestCtx) { ctx.SetStatusCode(fasthttp.StatusNotFound) }
+	older, olderRequests := fakeOwner(t, notFound)
+	unproven, unprovenRequests := fakeOwner(t, notFound)
+	shardOnly, shardOnlyRequests := fakeOwner(t, notFound)
+	gatewayMember := func(name, addr string, verified bool) ring.Member {
+		m := shardMember(name, addr, verified)
+		m.Roles = []string{ring.RoleGateway, ring.RoleShard}
+		return m
+	}
+	self := gatewayMember("self", "", true)
+	cluster := membersCluster{stubCluster: stubCluster{owner: self, self: self}, members: []ring.Member{self,
+		gatewayMember("older", older, true), gatewayMember("unproven", unproven, false), shardMember("shard-only", shardOnly, true)}}
+	v := testVerifier(t)
+	reg := prometheus.NewRegistry()
+	srv := New(Config{Cluster: cluster, ClusterSecret: clusterSecret, Auth: v}, panicky{}, func(context.Context) error { return nil }, reg,
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for i := range 2 {
+		if _, err := v.Verify(mint(t, signingKey(t), auth.Token{Subject: int64(9501 + i), Scopes: []string{auth.ScopeBid}})); err != nil {
+			t.Fatal(err)
+		}
+		srv.tellPeers(v.Vouches(maxToldTokens))
+	}
+	if n := olderRequests.Load(); n != 1 {
+		t.Fatalf("the older node was told %d times, want once", n)
+	}
+	if n := unprovenRequests.Load() + shardOnlyRequests.Load(); n != 0 {
+		t.Fatalf("an unproven member or a node without the gateway role was told %d times", n)
+	}
+	if v := testmetrics.Value(t, reg, "bidgate_tokens_told_total", "result", "failed"); v != 1 {
+		t.Fatalf("%v tokens counted as failed, want 1", v)
+	}
 }
