@@ -219,14 +219,7 @@ func (s *Server) internalTokens(ctx *fasthttp.RequestCtx) {
 	}
 	s.tokens.taken.WithLabelValues("taken").Add(float64(out.Taken))
 	s.tokens.taken.WithLabelValues("refused").Add(float64(len(vouches) - out.Taken))
-	b, err := json.Marshal(out)
-	if err != nil {
-		s.writeError(ctx, fmt.Errorf("verified tokens: encode the answer: %w", err))
-		return
-	}
-	ctx.SetContentType("application/json")
-	ctx.SetStatusCode(fasthttp.StatusOK)
-	ctx.Response.SetBodyRaw(b)
+	writeJSON(ctx, fasthttp.StatusOK, out)
 }
 
 // decodeSum reads a base64url SHA-256 (or fingerprint) of 32 bytes.
