@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/shopspring/decimal"
 )
 
@@ -39,18 +40,28 @@ func TestMoneyFromJSON(t *testing.T) {
 		{`"00.5"`, ""},
 		{`"00"`, ""},
 		{`"007.10"`, ""},
-		{`05000`, ""}, // not even a JSON number
+		{`05000`, ""},                 // not even a JSON number
+		{`"\u0032000.10"`, "2000.10"}, // an escaped digit is the digit
+		{`"2000\u002e10"`, "2000.10"},
+		{`"2000\n"`, ""},
+		{`"\u00312"`, "12.00"},
 	}
-	for _, c := range cases {
-		var m Money
-		err := json.Unmarshal([]byte(c.in), &m)
-		switch {
-		case c.want == "" && err == nil:
-			t.Errorf("%s: accepted as %s, want an error", c.in, FormatMoney(m.Decimal))
-		case c.want != "" && err != nil:
-			t.Errorf("%s: %v", c.in, err)
-		case c.want != "" && FormatMoney(m.Decimal) != c.want:
-			t.Errorf("%s: got %s, want %s", c.in, FormatMoney(m.Decimal), c.want)
+	decoders := map[string]func([]byte, any) error{
+		"encoding/json": json.Unmarshal,
+		"json/v2":       func(b []byte, v any) error { return jsonv2.Unmarshal(b, v) }, // the gateway's
+	}
+	for name, decode := range decoders {
+		for _, c := range cases {
+			var m Money
+			err := decode([]byte(c.in), &m)
+			switch {
+			case c.want == "" && err == nil:
+				t.Errorf("%s: %s: accepted as %s, want an error", name, c.in, FormatMoney(m.Decimal))
+			case c.want != "" && err != nil:
+				t.Errorf("%s: %s: %v", name, c.in, err)
+			case c.want != "" && FormatMoney(m.Decimal) != c.want:
+				t.Errorf("%s: %s: got %s, want %s", name, c.in, FormatMoney(m.Decimal), c.want)
+			}
 		}
 	}
 }
@@ -86,6 +97,18 @@ func BenchmarkParseMoney(b *testing.B) {
 			if _, err := ParseMoney(s); err != nil {
 				b.Fatal(err)
 			}
+		}
+	}
+}
+
+// BenchmarkMoneyFromJSON decodes an amount as a bid's body carries it.
+func BenchmarkMoneyFromJSON(b *testing.B) {
+	in := []byte(`"1250000.50"`)
+	b.ReportAllocs()
+	for b.Loop() {
+		var m Money
+		if err := m.UnmarshalJSON(in); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
