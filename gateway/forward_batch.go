@@ -157,7 +157,7 @@ func (f *forwarder) postInternal(addr, path string, body []byte) (resp *fasthttp
 	req.Header.SetContentType("application/json")
 	req.Header.Set(headerHop, "1")
 	req.SetBodyRaw(body)
-	reqSig := f.signer.signRequest(req, "")
+	reqSig := f.signer.signRequest(req, path, "")
 	if err := f.client.Do(req, resp); err != nil {
 		return resp, false, err
 	}
@@ -199,9 +199,12 @@ func (s *Server) internalBids(ctx *fasthttp.RequestCtx) {
 	}
 	out := ownerAnswers{Answers: make([]ownerAnswer, len(in.Bids))}
 	var wg sync.WaitGroup
-	for i, bid := range in.Bids {
-		wg.Go(func() { out.Answers[i] = s.decideForwarded(ctx.RemoteAddr(), bid) })
+	for i, bid := range in.Bids[1:] {
+		wg.Go(func() { out.Answers[1+i] = s.decideForwarded(ctx.RemoteAddr(), bid) })
 	}
+	// The first here: this goroutine's stack has grown already, where a
+	// new one's grows during the decision.
+	out.Answers[0] = s.decideForwarded(ctx.RemoteAddr(), in.Bids[0])
 	wg.Wait()
 	b, err := json.Marshal(out)
 	if err != nil {

@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -179,7 +182,7 @@ func TestSignerAcceptsThePreviousSecret(t *testing.T) {
 			req.Header.SetMethod("POST")
 			req.SetRequestURI("http://owner/auctions/1/bids")
 			req.SetBodyString(`{"amount":"10"}`)
-			sig := c.from.signRequest(req, "42")
+			sig := c.from.signRequest(req, "/auctions/1/bids", "42")
 			var ctx fasthttp.RequestCtx
 			req.CopyTo(&ctx.Request)
 			if err := c.to.verifyRequest(&ctx); (err == nil) != c.ok {
@@ -194,4 +197,50 @@ func TestSignerAcceptsThePreviousSecret(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkSignedExchange is the signing of one forwarded request and its
+// answer, both ways: what a forwarded bid costs the two nodes beyond HTTP.
+func BenchmarkSignedExchange(b *testing.B) {
+	from, to := newSigner([]byte("the cluster secret"), nil), newSigner([]byte("the cluster secret"), nil)
+	req := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(req)
+	var ctx fasthttp.RequestCtx
+	for b.Loop() {
+		req.Reset()
+		req.Header.SetMethod("POST")
+		req.SetRequestURI("http://owner/auctions/1/bids")
+		req.Header.Set("Idempotency-Key", "9b2f4c1e-5d7a-4e8b-a3c6-0f1e2d3c4b5a")
+		req.SetBodyString(`{"amount":"10.00"}`)
+		sig := from.signRequest(req, "/auctions/1/bids", "42")
+		ctx.Request.Reset()
+		req.CopyTo(&ctx.Request)
+		if err := to.verifyRequest(&ctx); err != nil {
+			b.Fatal(err)
+		}
+		ctx.Response.Reset()
+		ctx.SetStatusCode(201)
+		ctx.SetBodyString(`{"amount":"10.00"}`)
+		to.signAnswer(sig, &ctx.Response)
+		if !from.verifyAnswer(sig, &ctx.Response) {
+			b.Fatal("the answer does not verify")
+		}
+	}
+}
+
+// sign is the wire format of a signature, written out apart from the
+// signer's own: the hex HMAC-SHA256, under secret, of the string parts
+// each ended by a newline, then the body ([]byte, last).
+func sign(secret []byte, parts ...any) string {
+	m := hmac.New(sha256.New, secret)
+	for _, p := range parts {
+		switch v := p.(type) {
+		case string:
+			m.Write([]byte(v))
+			m.Write([]byte{'\n'})
+		case []byte:
+			m.Write(v)
+		}
+	}
+	return hex.EncodeToString(m.Sum(nil))
 }

@@ -80,7 +80,7 @@ func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *
 	s.notices, _ = auctions.(Notifications)
 	if cfg.Cluster != nil {
 		s.forwarder = newForwarder(cfg.Cluster, s.signer, cfg.ForwardTimeout, reg)
-		if v, ok := cfg.Auth.(voucher); ok && !cfg.AuthOff && s.signer.signing() != nil {
+		if v, ok := cfg.Auth.(voucher); ok && !cfg.AuthOff && len(s.signer.secrets) > 0 {
 			s.tokens = newTokenSharing(v, reg)
 		}
 	}

@@ -126,26 +126,59 @@ func TestBatcherFullQueueIsOverloaded(t *testing.T) {
 // With an idle time of almost nothing the goroutines exit all the time;
 // no request may be stranded in a queue whose reader has gone.
 func TestBatcherExitNeverStrandsARequest(t *testing.T) {
-	b := New(8, 1000, time.Microsecond, func(_ context.Context, _ int, reqs []int) ([]int, error) {
+	for _, inFlight := range []int{1, 3} {
+		t.Run(fmt.Sprintf("in flight %d", inFlight), func(t *testing.T) {
+			b := New(8, 1000, time.Microsecond, func(_ context.Context, _ int, reqs []int) ([]int, error) {
+				return reqs, nil
+			})
+			b.InFlight = inFlight
+			var wg sync.WaitGroup
+			for g := range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range 2000 {
+						ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+						v, err := b.Do(ctx, g%3, i)
+						cancel()
+						if err != nil || v != i {
+							t.Errorf("request %d: %d, %v", i, v, err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+		})
+	}
+}
+
+// A key with several calls in flight runs them on workers that end with
+// its goroutine: keys that go idle leave no goroutine behind.
+func TestBatcherWorkersEndWithTheirKey(t *testing.T) {
+	before := runtime.NumGoroutine()
+	b := New(8, 1000, 500*time.Millisecond, func(_ context.Context, _ int, reqs []int) ([]int, error) {
 		return reqs, nil
 	})
+	b.InFlight = 4
 	var wg sync.WaitGroup
-	for g := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 2000 {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				v, err := b.Do(ctx, g%3, i)
-				cancel()
-				if err != nil || v != i {
-					t.Errorf("request %d: %d, %v", i, v, err)
-					return
+	for key := range 50 {
+		for i := range 20 {
+			wg.Go(func() {
+				if v, err := b.Do(context.Background(), key, i); err != nil || v != i {
+					t.Errorf("key %d, request %d: %d, %v", key, i, v, err)
 				}
-			}
-		}()
+			})
+		}
 	}
 	wg.Wait()
+	if during := runtime.NumGoroutine(); during < before+50*4 {
+		t.Fatalf("%d goroutines while 50 keys are busy, want at least %d: a loop and 4 workers each", during, before+50*4)
+	}
+	eventually(t, 10*time.Second, "the idle keys' goroutines to end", func() (int, bool) {
+		n := runtime.NumGoroutine()
+		return n, n <= before
+	})
 }
 
 // With InFlight 2 a key has two calls at once; what arrives while both are
@@ -288,4 +321,34 @@ func TestBatcherSendsAWholeBatchAtOnce(t *testing.T) {
 	if n := calls.Load(); n != 2 {
 		t.Errorf("%d calls, want 2", n)
 	}
+}
+
+// BenchmarkDeepCall is one request at a time through a key whose calls go
+// deep, as a forwarded round trip does (some 20 KiB of stack).
+func BenchmarkDeepCall(b *testing.B) {
+	for _, inFlight := range []int{1, 2} {
+		b.Run(fmt.Sprintf("in flight %d", inFlight), func(b *testing.B) {
+			bt := New(64, 4096, time.Minute, func(_ context.Context, _ int, reqs []int) ([]int, error) {
+				deep(80)
+				return reqs, nil
+			})
+			bt.InFlight = inFlight
+			for i := 0; b.Loop(); i++ {
+				if v, err := bt.Do(context.Background(), 1, i); err != nil || v != i {
+					b.Fatalf("request %d: %d, %v", i, v, err)
+				}
+			}
+		})
+	}
+}
+
+// deep uses some 256 bytes of stack a level.
+//
+//go:noinline
+func deep(n int) byte {
+	var pad [256]byte
+	if n > 0 {
+		pad[n%256] = deep(n - 1)
+	}
+	return pad[n%256]
 }
