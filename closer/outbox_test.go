@@ -348,6 +348,103 @@ func TestTwoOutboxRelays(t *testing.T) {
 	checkMessages(t, db, readTopic(t, broker.Addrs(), total))
 }
 
+// TestOneOutboxRelayListens: of the relays of one topic, only the one that
+// leads listens (every commit wakes it); the others poll. When the leader
+// stops, or its session ends as a crashed node's does, one of the others
+// leads within its standby poll, and events still flow.
+func TestOneOutboxRelayListens(t *testing.T) {
+	e := newEnv(t, 12, Config{})
+	broker := startBroker(t, 0)
+	const listening = `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND query = 'LISTEN "outbox:auction-closed"'`
+	type relay struct {
+		reg  *prometheus.Registry
+		stop context.CancelFunc
+		done chan error
+	}
+	start := func(standby time.Duration) relay {
+		w := pkafka.NewWriter(broker.Addrs(), bidgate.TopicAuctionClosed, pkafka.Security{})
+		t.Cleanup(func() { w.Close() })
+		r := relay{reg: prometheus.NewRegistry(), done: make(chan error, 1)}
+		var runCtx context.Context
+		runCtx, r.stop = context.WithCancel(ctx)
+		t.Cleanup(r.stop)
+		run := persist.NewOutboxRelay(e.db, w, persist.OutboxConfig{PollInterval: time.Hour, StandbyPoll: standby}, r.reg).Run
+		go func() { r.done <- run(runCtx) }()
+		return r
+	}
+	leads := func(r relay) func() (float64, bool) {
+		return func() (float64, bool) {
+			v := testmetrics.Value(t, r.reg, "bidgate_outbox_leading")
+			return v, v == 1
+		}
+	}
+	oneListens := func(what string) {
+		t.Helper()
+		eventually(t, 10*time.Second, what, func() (int, bool) {
+			n := count(t, e.db, listening)
+			return n, n == 1
+		})
+	}
+	closeOne := func(what string) {
+		t.Helper()
+		a := e.newAuction(t, false, "100", 0)
+		e.endInPostgres(t, a.ID)
+		if n, err := e.closer.CloseDue(ctx); err != nil || n != 1 {
+			t.Fatalf("closed %d: %v", n, err)
+		}
+		eventually(t, 10*time.Second, what, func() (int, bool) { return unpublishedNone(t, e.db) })
+	}
+
+	first := start(time.Hour)
+	eventually(t, 10*time.Second, "the first relay to lead", leads(first))
+	second, third := start(50*time.Millisecond), start(50*time.Millisecond)
+	eventually(t, 10*time.Second, "the others to try for the lead", func() (int, bool) {
+		n := count(t, e.db, `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND query LIKE '%pg_try_advisory_lock%' AND query NOT LIKE '%pg_stat_activity%'`)
+		return n, n >= 1
+	})
+	oneListens("one relay listening of three")
+	closeOne("an event published while the first leads")
+
+	first.stop()
+	if err := <-first.done; err != nil {
+		t.Fatal(err)
+	}
+	oneListens("one of the others to lead after the first stopped")
+	var leader, other relay
+	eventually(t, 10*time.Second, "a leader's gauge", func() (bool, bool) {
+		if _, ok := leads(second)(); ok {
+			leader, other = second, third
+			return true, true
+		}
+		if _, ok := leads(third)(); ok {
+			leader, other = third, second
+			return true, true
+		}
+		return false, false
+	})
+	closeOne("an event published after the first stopped")
+
+	// A crash, as PostgreSQL sees it: the leader's session ends.
+	if _, err := e.db.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+WHERE datname = current_database() AND query = 'LISTEN "outbox:auction-closed"'`); err != nil {
+		t.Fatal(err)
+	}
+	oneListens("a relay leading again after the leader's session ended")
+	closeOne("an event published after the leader's session ended")
+	for _, r := range []relay{leader, other} {
+		r.stop()
+		if err := <-r.done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := count(t, e.db, listening); n != 0 {
+		t.Fatalf("%d connections still listening after the relays stopped", n)
+	}
+	checkMessages(t, e.db, readTopic(t, broker.Addrs(), 3))
+}
+
 // TestOutboxRelayWakesOnNotify: with a poll interval far longer than the
 // test, the closer's NOTIFY alone gets its event published.
 func TestOutboxRelayWakesOnNotify(t *testing.T) {

@@ -8,24 +8,37 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"bidgate/internal/retry"
+	"bidgate/persist/pgstore"
 )
 
-// listener holds one pool connection that LISTENs on a channel, so that a
-// relay wakes as soon as an event commits instead of at its next poll.
-// Notifications that arrive while the relay is busy wait in the connection
-// and end the next wait at once, so none is missed. When the connection
-// breaks the relay falls back to polling and listens again on its next wait.
+// listener holds one pool connection that LISTENs on a topic's outbox
+// channel, so that a relay wakes as soon as an event commits instead of at
+// its next poll. Notifications that arrive while the relay is busy wait in
+// the connection and end the next wait at once, so none is missed. When
+// the connection breaks the relay falls back to polling and listens again
+// on its next wait.
+//
+// Only one relay of a topic in the cluster listens: the one whose
+// connection holds the topic's lead (pgstore.LeadOutbox). The others poll
+// every standby, trying for the lead each time, so a leader that stops
+// (its session ends with it) is followed within standby, and rows a stuck
+// leader leaves are still published.
 type listener struct {
 	db      *pgxpool.Pool
-	channel string
+	topic   string
+	standby time.Duration
+	leading prometheus.Gauge // 1 while conn leads; nil: not measured
 	log     *slog.Logger
 	conn    *pgxpool.Conn
+	// following: the last try found another relay leading.
+	following bool
 }
 
-// listen makes sure the connection is listening; on failure it logs and
-// leaves l polling.
+// listen makes sure the connection leads and listens; on failure it logs
+// and leaves l polling.
 func (l *listener) listen(ctx context.Context) {
 	if l.conn != nil {
 		return
@@ -33,25 +46,50 @@ func (l *listener) listen(ctx context.Context) {
 	conn, err := l.db.Acquire(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			l.log.Warn("outbox relay cannot listen; polling", "err", err)
+			l.log.Warn("outbox relay cannot listen; polling", "topic", l.topic, "err", err)
 		}
 		return
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
+	leads, err := pgstore.LeadOutbox(ctx, conn.Conn(), l.topic)
+	if err != nil || !leads {
+		if err != nil && ctx.Err() == nil {
+			l.log.Warn("outbox relay cannot listen; polling", "topic", l.topic, "err", err)
+		}
+		l.following = err == nil
+		conn.Release() // it holds no lock
+		return
+	}
+	l.following = false
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{pgstore.OutboxChannel(l.topic)}.Sanitize()); err != nil {
 		if ctx.Err() == nil {
-			l.log.Warn("outbox relay cannot listen; polling", "err", err)
+			l.log.Warn("outbox relay cannot listen; polling", "topic", l.topic, "err", err)
 		}
-		conn.Release()
+		l.discard(conn)
 		return
 	}
-	l.conn = conn
+	l.setConn(conn)
 }
 
-// wait returns on a notification, after d, or when ctx is done; it reports
-// whether a notification came.
+// setConn makes conn (nil: none) the connection that leads and listens.
+func (l *listener) setConn(conn *pgxpool.Conn) {
+	l.conn = conn
+	switch {
+	case l.leading == nil:
+	case conn != nil:
+		l.leading.Set(1)
+	default:
+		l.leading.Set(0)
+	}
+}
+
+// wait returns on a notification, after d (standby when another relay
+// leads), or when ctx is done; it reports whether a notification came.
 func (l *listener) wait(ctx context.Context, d time.Duration) bool {
 	l.listen(ctx)
 	if l.conn == nil {
+		if l.following && l.standby > 0 {
+			d = l.standby
+		}
 		retry.Sleep(ctx, d)
 		return false
 	}
@@ -64,9 +102,9 @@ func (l *listener) wait(ctx context.Context, d time.Duration) bool {
 	if ctx.Err() != nil || pgconn.Timeout(err) {
 		return false // a timeout leaves the connection usable
 	}
-	l.log.Warn("outbox relay lost its LISTEN connection", "err", err)
-	l.conn.Release() // the pool discards a broken connection
-	l.conn = nil
+	l.log.Warn("outbox relay lost its LISTEN connection", "topic", l.topic, "err", err)
+	l.discard(l.conn) // and with it the lead, should it be alive still
+	l.setConn(nil)
 	retry.Sleep(ctx, d)
 	return false
 }
@@ -86,17 +124,31 @@ func (l *listener) gather(ctx context.Context, d time.Duration) {
 	}
 }
 
-// close stops listening and gives the connection back to the pool, or
-// closes it if it cannot be cleaned up.
+// close stops listening, gives up the lead and gives the connection back
+// to the pool, or closes it if it cannot be cleaned up.
 func (l *listener) close() {
 	if l.conn == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if _, err := l.conn.Exec(ctx, "UNLISTEN *"); err != nil {
-		_ = l.conn.Conn().Close(ctx)
+	_, err := l.conn.Exec(ctx, "UNLISTEN *")
+	if err == nil {
+		err = pgstore.UnlockOutbox(ctx, l.conn.Conn(), l.topic)
 	}
-	l.conn.Release()
-	l.conn = nil
+	if err != nil {
+		l.discard(l.conn)
+	} else {
+		l.conn.Release()
+	}
+	l.setConn(nil)
+}
+
+// discard closes conn, which ends its session's lead, and gives it back to
+// the pool, which drops a closed connection.
+func (l *listener) discard(conn *pgxpool.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = conn.Conn().Close(ctx)
+	conn.Release()
 }

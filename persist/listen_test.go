@@ -25,7 +25,7 @@ import (
 func TestListenerGathersNotifications(t *testing.T) {
 	db, _ := testdb.New(t, 4)
 	ctx := context.Background()
-	l := &listener{db: db, channel: pgstore.OutboxChannel(bidgate.TopicAuctionClosed), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	l := &listener{db: db, topic: bidgate.TopicAuctionClosed, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	defer l.close()
 	l.listen(ctx)
 	if l.conn == nil {
@@ -60,7 +60,7 @@ func TestOutboxNotifiesOnlyItsTopic(t *testing.T) {
 	topics := []string{bidgate.TopicAuctionClosed, bidgate.TopicAuctionCancelled, bidgate.TopicBidNotifications}
 	listeners := map[string]*listener{}
 	for _, topic := range topics {
-		l := &listener{db: db, channel: pgstore.OutboxChannel(topic), log: quiet}
+		l := &listener{db: db, topic: topic, log: quiet}
 		t.Cleanup(l.close)
 		if l.listen(ctx); l.conn == nil {
 			t.Fatalf("%s: not listening", topic)

@@ -25,6 +25,10 @@ type OutboxConfig struct {
 	Topic        string        // outbox rows relayed, and the Writer's topic
 	BatchSize    int           // rows per WriteMessages call
 	PollInterval time.Duration // longest wait for a notification before polling anyway
+	// StandbyPoll is how often a relay that does not lead its topic (the
+	// one relay of the cluster that listens, see listener) polls, and
+	// tries for the lead.
+	StandbyPoll time.Duration
 	// Gather is how long after a notification the relay lets others come
 	// before its pass (one pass for all of them).
 	Gather     time.Duration
@@ -40,8 +44,8 @@ type OutboxConfig struct {
 // DefaultOutboxConfig is the one statement of the outbox relay's defaults:
 // NewOutboxRelay fills a zero field from it.
 func DefaultOutboxConfig() OutboxConfig {
-	return OutboxConfig{Topic: bidgate.TopicAuctionClosed, BatchSize: 500, PollInterval: 500 * time.Millisecond, Gather: 20 * time.Millisecond,
-		Log: slog.Default()}
+	return OutboxConfig{Topic: bidgate.TopicAuctionClosed, BatchSize: 500, PollInterval: 500 * time.Millisecond, StandbyPoll: 2 * time.Second,
+		Gather: 20 * time.Millisecond, Log: slog.Default()}
 }
 
 // withDefaults returns c with every zero field taken from
@@ -51,6 +55,7 @@ func (c OutboxConfig) withDefaults() OutboxConfig {
 	c.Topic = cmp.Or(c.Topic, d.Topic)
 	c.BatchSize = cmp.Or(c.BatchSize, d.BatchSize)
 	c.PollInterval = cmp.Or(c.PollInterval, d.PollInterval)
+	c.StandbyPoll = cmp.Or(c.StandbyPoll, d.StandbyPoll)
 	c.Gather = cmp.Or(c.Gather, d.Gather)
 	c.Log = cmp.Or(c.Log, d.Log)
 	return c
@@ -61,7 +66,8 @@ func (c OutboxConfig) withDefaults() OutboxConfig {
 // it, in the transaction that locked it, so a crash or a Kafka failure at
 // any point leaves it to be sent again (consumers are idempotent per
 // auction, and every copy is identical). Several relays may run at once:
-// each locks its own rows with SKIP LOCKED.
+// each locks its own rows with SKIP LOCKED, and one of them, the leader,
+// is woken by every commit (listener).
 type OutboxRelay struct {
 	db      *pgxpool.Pool
 	w       Writer
@@ -77,12 +83,13 @@ func NewOutboxRelay(db *pgxpool.Pool, w Writer, cfg OutboxConfig, reg prometheus
 }
 
 // Run relays until ctx is done, then returns nil. After a full batch it goes
-// on at once; otherwise it waits for a NOTIFY on its topic's channel (every
-// commit that adds rows of the topic sends one) or PollInterval, whichever
-// comes first, and after a NOTIFY, Gather more for one pass.
+// on at once; otherwise, leading its topic, it waits for a NOTIFY on its
+// topic's channel (every commit that adds rows of the topic sends one) or
+// PollInterval, whichever comes first, and after a NOTIFY, Gather more for
+// one pass; not leading, StandbyPoll.
 // Failures back off exponentially, from MinBackoff to MaxBackoff.
 func (r *OutboxRelay) Run(ctx context.Context) error {
-	l := &listener{db: r.db, channel: pgstore.OutboxChannel(r.cfg.Topic), log: r.cfg.Log}
+	l := &listener{db: r.db, topic: r.cfg.Topic, standby: r.cfg.StandbyPoll, leading: r.metrics.leading, log: r.cfg.Log}
 	defer l.close()
 	l.listen(ctx)
 	var observed time.Time

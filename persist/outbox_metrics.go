@@ -12,6 +12,7 @@ type outboxMetrics struct {
 	failures  *prometheus.CounterVec
 	pending   prometheus.Gauge
 	lag       prometheus.Gauge
+	leading   prometheus.Gauge
 }
 
 func newOutboxMetrics(reg prometheus.Registerer) *outboxMetrics {
@@ -41,6 +42,10 @@ func newOutboxMetrics(reg prometheus.Registerer) *outboxMetrics {
 		lag: f.NewGauge(prometheus.GaugeOpts{
 			Name: "bidgate_outbox_lag_seconds",
 			Help: "Age of the oldest unpublished outbox row, as last seen by an idle relay.",
+		}),
+		leading: f.NewGauge(prometheus.GaugeOpts{
+			Name: "bidgate_outbox_leading",
+			Help: "1 while this node's relay leads its topic: it listens for every commit of the cluster's rows; the others poll. One per topic in the cluster.",
 		}),
 	}
 }

@@ -20,7 +20,32 @@ var (
 	outboxBacklogSQL string
 	//go:embed sql/prune_outbox.sql
 	pruneOutboxSQL string
+	//go:embed sql/lead_outbox.sql
+	leadOutboxSQL string
+	//go:embed sql/unlock_outbox.sql
+	unlockOutboxSQL string
 )
+
+// LeadOutbox tries to make conn's session the one outbox relay of topic
+// that listens for its rows, and reports whether it is; the lead lasts
+// until UnlockOutbox or the session's end. The other relays only poll:
+// every commit woke every node's relay for a pass, and SKIP LOCKED left
+// all but one of them empty-handed.
+func LeadOutbox(ctx context.Context, conn *pgx.Conn, topic string) (bool, error) {
+	var ok bool
+	if err := conn.QueryRow(ctx, leadOutboxSQL, topic).Scan(&ok); err != nil {
+		return false, fmt.Errorf("lead the %s outbox: %w", topic, err)
+	}
+	return ok, nil
+}
+
+// UnlockOutbox gives up the lead LeadOutbox took on conn.
+func UnlockOutbox(ctx context.Context, conn *pgx.Conn, topic string) error {
+	if _, err := conn.Exec(ctx, unlockOutboxSQL, topic); err != nil {
+		return fmt.Errorf("give up the lead of the %s outbox: %w", topic, err)
+	}
+	return nil
+}
 
 // OutboxChannel is the NOTIFY channel that wakes topic's outbox relays:
 // one per topic, so a relay is not woken by rows it does not publish (every
