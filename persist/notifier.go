@@ -45,8 +45,11 @@ type NotifierConfig struct {
 }
 
 // DefaultNotifierConfig is the one statement of the notifier's defaults.
+// A batch waits 40 ms, for the persister's reason (DefaultPersisterConfig):
+// fewer, larger transactions on every node, each serialized on the notices'
+// lock.
 func DefaultNotifierConfig() NotifierConfig {
-	return NotifierConfig{MaxBatch: 1000, MaxWait: 10 * time.Millisecond, Keep: 30 * 24 * time.Hour,
+	return NotifierConfig{MaxBatch: 1000, MaxWait: 40 * time.Millisecond, Keep: 30 * 24 * time.Hour,
 		RetentionEvery: time.Minute, RetentionBatch: 5000,
 		SweepEvery: 2 * time.Second, SweepGrace: 10 * time.Second, SweepBatch: 5000, Log: slog.Default()}
 }
