@@ -29,6 +29,7 @@ var ctx = context.Background()
 // a closer with its own metrics.
 type env struct {
 	db     *pgxpool.Pool
+	dbURL  string // db's, for another process
 	rdb    redis.UniversalClient
 	shards *shard.Service
 	closer *Closer
@@ -36,10 +37,10 @@ type env struct {
 
 func newEnv(t testing.TB, conns int32, cfg Config) *env {
 	t.Helper()
-	db, _ := testdb.New(t, conns)
+	db, dbURL := testdb.New(t, conns)
 	rdb := testredis.Client(t)
 	return &env{
-		db: db, rdb: rdb,
+		db: db, dbURL: dbURL, rdb: rdb,
 		shards: shard.New(db, rdb, shard.Config{RateLimit: -1, PromoteRate: -1, StoreTimeout: testStoreTimeout, ColdLockTimeout: testColdLockTimeout}, prometheus.NewRegistry()),
 		closer: New(db, rdb, cfg, prometheus.NewRegistry()),
 	}

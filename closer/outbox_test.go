@@ -6,9 +6,14 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +27,7 @@ import (
 	"bidgate/internal/testport"
 	"bidgate/persist"
 	pkafka "bidgate/persist/kafka"
+	"bidgate/persist/pgstore"
 )
 
 // insertEvents puts n unpublished auction-closed rows (aggregates 1..n) in
@@ -386,15 +392,6 @@ WHERE datname = current_database() AND query = 'LISTEN "outbox:auction-closed"'`
 			return n, n == 1
 		})
 	}
-	closeOne := func(what string) {
-		t.Helper()
-		a := e.newAuction(t, false, "100", 0)
-		e.endInPostgres(t, a.ID)
-		if n, err := e.closer.CloseDue(ctx); err != nil || n != 1 {
-			t.Fatalf("closed %d: %v", n, err)
-		}
-		eventually(t, 10*time.Second, what, func() (int, bool) { return unpublishedNone(t, e.db) })
-	}
 
 	first := start(time.Hour)
 	eventually(t, 10*time.Second, "the first relay to lead", leads(first))
@@ -405,7 +402,7 @@ WHERE datname = current_database() AND query LIKE '%pg_try_advisory_lock%' AND q
 		return n, n >= 1
 	})
 	oneListens("one relay listening of three")
-	closeOne("an event published while the first leads")
+	e.closePublished(t, "an event published while the first leads")
 
 	first.stop()
 	if err := <-first.done; err != nil {
@@ -424,7 +421,7 @@ WHERE datname = current_database() AND query LIKE '%pg_try_advisory_lock%' AND q
 		}
 		return false, false
 	})
-	closeOne("an event published after the first stopped")
+	e.closePublished(t, "an event published after the first stopped")
 
 	// A crash, as PostgreSQL sees it: the leader's session ends.
 	if _, err := e.db.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
@@ -432,7 +429,7 @@ WHERE datname = current_database() AND query = 'LISTEN "outbox:auction-closed"'`
 		t.Fatal(err)
 	}
 	oneListens("a relay leading again after the leader's session ended")
-	closeOne("an event published after the leader's session ended")
+	e.closePublished(t, "an event published after the leader's session ended")
 	for _, r := range []relay{leader, other} {
 		r.stop()
 		if err := <-r.done; err != nil {
@@ -443,6 +440,99 @@ WHERE datname = current_database() AND query = 'LISTEN "outbox:auction-closed"'`
 		t.Fatalf("%d connections still listening after the relays stopped", n)
 	}
 	checkMessages(t, e.db, readTopic(t, broker.Addrs(), 3))
+}
+
+// closePublished closes an auction nobody bid on and waits, naming what,
+// until its event is published.
+func (e *env) closePublished(t *testing.T, what string) {
+	t.Helper()
+	a := e.newAuction(t, false, "100", 0)
+	e.endInPostgres(t, a.ID)
+	if n, err := e.closer.CloseDue(ctx); err != nil || n != 1 {
+		t.Fatalf("closed %d: %v", n, err)
+	}
+	eventually(t, 10*time.Second, what, func() (int, bool) { return unpublishedNone(t, e.db) })
+}
+
+// The leader process of TestOutboxLeaderKilled: its database and brokers.
+const (
+	envLeaderDB      = "BIDGATE_TEST_OUTBOX_LEADER_DB"
+	envLeaderBrokers = "BIDGATE_TEST_OUTBOX_LEADER_BROKERS"
+)
+
+// TestOutboxLeaderKilled: the relay that leads runs in a process of its
+// own and is killed with SIGKILL; PostgreSQL ends its session, and with it
+// the lead, and the relay here that polled leads within its standby poll
+// and publishes what comes next.
+func TestOutboxLeaderKilled(t *testing.T) {
+	e := newEnv(t, 8, Config{})
+	broker := startBroker(t, 0)
+	leader := exec.Command(os.Args[0], "-test.run=^TestOutboxLeaderProcess$", "-test.count=1")
+	leader.Env = append(os.Environ(), envLeaderDB+"="+e.dbURL, envLeaderBrokers+"="+strings.Join(broker.Addrs(), ","))
+	leader.Stderr = os.Stderr
+	if err := leader.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := leader.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			t.Errorf("kill the leader process: %v", err)
+		}
+		_ = leader.Wait() // killed: its status is the signal
+	})
+	const listening = `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND query = 'LISTEN "outbox:auction-closed"'`
+	eventually(t, 20*time.Second, "the other process to lead", func() (int, bool) {
+		n := count(t, e.db, listening)
+		return n, n == 1
+	})
+
+	w := pkafka.NewWriter(broker.Addrs(), bidgate.TopicAuctionClosed, pkafka.Security{})
+	defer w.Close()
+	reg := prometheus.NewRegistry()
+	relay := persist.NewOutboxRelay(e.db, w, persist.OutboxConfig{PollInterval: time.Hour, StandbyPoll: 50 * time.Millisecond}, reg)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- relay.Run(runCtx) }()
+	insertEvents(t, e.db, 10)
+	eventually(t, 10*time.Second, "the events published", func() (int, bool) { return unpublishedNone(t, e.db) })
+	if v := testmetrics.Value(t, reg, "bidgate_outbox_leading"); v != 0 {
+		t.Fatalf("the relay here leads (%v) while the other process does", v)
+	}
+
+	if err := leader.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.Wait(); err == nil {
+		t.Fatal("the leader process exited cleanly, not killed")
+	}
+	eventually(t, 10*time.Second, "the relay here to lead", func() (float64, bool) {
+		v := testmetrics.Value(t, reg, "bidgate_outbox_leading")
+		return v, v == 1
+	})
+	e.closePublished(t, "the close published")
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	checkMessages(t, e.db, readTopic(t, broker.Addrs(), 11))
+}
+
+// TestOutboxLeaderProcess is TestOutboxLeaderKilled's leader: an outbox
+// relay in a process of its own, run until it is killed.
+func TestOutboxLeaderProcess(t *testing.T) {
+	dbURL := os.Getenv(envLeaderDB)
+	if dbURL == "" {
+		t.Skip("the leader process of TestOutboxLeaderKilled")
+	}
+	db, err := pgstore.Open(ctx, pgstore.Config{URL: dbURL, MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := pkafka.NewWriter(strings.Split(os.Getenv(envLeaderBrokers), ","), bidgate.TopicAuctionClosed, pkafka.Security{})
+	if err := persist.NewOutboxRelay(db, w, persist.OutboxConfig{}, nil).Run(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestOutboxRelayWakesOnNotify: with a poll interval far longer than the
