@@ -111,8 +111,8 @@ func (l *listener) wait(ctx context.Context, d time.Duration) bool {
 
 // gather lets more notifications come for d after one did, then takes all
 // that came: one pass answers them. Each commit that adds outbox rows
-// notifies every relay on every node, and a pass per notification cost
-// more than the rows did.
+// notifies the leader, and a pass per notification cost more than the
+// rows did.
 func (l *listener) gather(ctx context.Context, d time.Duration) {
 	retry.Sleep(ctx, d)
 	for l.conn != nil && ctx.Err() == nil {
