@@ -45,15 +45,13 @@ func (l *listener) listen(ctx context.Context) {
 	}
 	conn, err := l.db.Acquire(ctx)
 	if err != nil {
-		if ctx.Err() == nil {
-			l.log.Warn("outbox relay cannot listen; polling", "topic", l.topic, "err", err)
-		}
+		l.cannotListen(ctx, err)
 		return
 	}
 	leads, err := pgstore.LeadOutbox(ctx, conn.Conn(), l.topic)
 	if err != nil || !leads {
-		if err != nil && ctx.Err() == nil {
-			l.log.Warn("outbox relay cannot listen; polling", "topic", l.topic, "err", err)
+		if err != nil {
+			l.cannotListen(ctx, err)
 		}
 		l.following = err == nil
 		conn.Release() // it holds no lock
@@ -61,13 +59,18 @@ func (l *listener) listen(ctx context.Context) {
 	}
 	l.following = false
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{pgstore.OutboxChannel(l.topic)}.Sanitize()); err != nil {
-		if ctx.Err() == nil {
-			l.log.Warn("outbox relay cannot listen; polling", "topic", l.topic, "err", err)
-		}
+		l.cannotListen(ctx, err)
 		l.discard(conn)
 		return
 	}
 	l.setConn(conn)
+}
+
+// cannotListen logs why l polls, unless ctx ended.
+func (l *listener) cannotListen(ctx context.Context, err error) {
+	if ctx.Err() == nil {
+		l.log.Warn("outbox relay cannot listen; polling", "topic", l.topic, "err", err)
+	}
 }
 
 // setConn makes conn (nil: none) the connection that leads and listens.

@@ -141,12 +141,12 @@ func (b *Batchers[K, Req, Res]) loop(key K, q *queue[Req, Res]) {
 	calls := make([]call[Req, Res], 0, b.maxBatch)
 	reqs := make([]Req, 0, b.maxBatch)
 	slots := make(chan struct{}, max(b.InFlight, 1))
-	var work chan []call[Req, Res] // to the workers, when more than one call may be in flight
+	var toWorkers chan []call[Req, Res] // when more than one call may be in flight
 	if cap(slots) > 1 {
-		work = make(chan []call[Req, Res])
-		defer close(work)
+		toWorkers = make(chan []call[Req, Res])
+		defer close(toWorkers)
 		for range cap(slots) {
-			go b.work(key, work, slots)
+			go b.work(key, toWorkers, slots)
 		}
 	}
 	var started time.Time // the last call's
@@ -176,11 +176,11 @@ func (b *Batchers[K, Req, Res]) loop(key K, q *queue[Req, Res]) {
 				break
 			}
 			started = time.Now()
-			if work == nil {
+			if toWorkers == nil {
 				b.runBatch(key, calls, reqs[:0])
 				<-slots
 			} else {
-				work <- slices.Clone(calls) // a worker is free: it gave back its slot
+				toWorkers <- slices.Clone(calls) // a worker is free: it gave back its slot
 			}
 		}
 		timer.Reset(b.idle)

@@ -47,10 +47,11 @@ func UnlockOutbox(ctx context.Context, conn *pgx.Conn, topic string) error {
 	return nil
 }
 
-// OutboxChannel is the NOTIFY channel that wakes topic's outbox relays:
-// one per topic, so a relay is not woken by rows it does not publish (every
-// outbid notice used to wake the auction-closed and -cancelled relays of
-// every node too, each for a pass that found nothing). The statements that
+// OutboxChannel is the NOTIFY channel that wakes topic's leading outbox
+// relay (LeadOutbox): one per topic, so a relay is not woken by rows it
+// does not publish (every outbid notice used to wake the auction-closed
+// and -cancelled relays too, each for a pass that found nothing). The
+// statements that
 // add rows (sql/insert_outbox.sql, and the notices of sql/cold_bid.sql and
 // sql/insert_bids.sql) spell it too.
 func OutboxChannel(topic string) string { return "outbox:" + topic }
