@@ -85,9 +85,14 @@ func (p *pipeline) run(fn func(ctx context.Context) error) (stop func()) {
 }
 
 func (p *pipeline) relay(cfg persist.RelayConfig) *persist.Relay {
+	return p.relayOn(cfg, prometheus.NewRegistry())
+}
+
+// relayOn is relay with its metrics on reg.
+func (p *pipeline) relayOn(cfg persist.RelayConfig, reg prometheus.Registerer) *persist.Relay {
 	w := kafka.NewWriter(p.broker.Addrs(), bidgate.TopicBidAccepted, kafka.Security{})
 	p.closeAtEnd("writer", w.Close)
-	return persist.NewRelay(p.db, p.rdb, w, cfg, prometheus.NewRegistry())
+	return persist.NewRelay(p.db, p.rdb, w, cfg, reg)
 }
 
 // persister returns a persister in group that announces its batches.

@@ -34,6 +34,13 @@ type Writer interface {
 type RelayConfig struct {
 	Interval time.Duration // between passes when idle
 	Batch    int           // log entries per auction per pass
+	// Gather is how long after the start of a pass that produced bids the
+	// next one starts (at once when one auction's log filled Batch): the
+	// bids accepted meanwhile go out together, under one signature and in
+	// one produce request per partition, instead of a pass for each of the
+	// shard's batches, each woken by Notify. It delays persistence and the
+	// fast-path outbid notice by as much, never a bid's answer.
+	Gather time.Duration
 	// Refeed is how long an auction's persisted position may stand still
 	// behind its newest log entry before the relay assumes Kafka lost what
 	// was produced (a broker restarted, say) and produces again from the
@@ -70,7 +77,7 @@ type RelayConfig struct {
 // DefaultRelayConfig is the one statement of the relay's defaults: NewRelay
 // fills a zero field from it.
 func DefaultRelayConfig() RelayConfig {
-	return RelayConfig{Interval: 20 * time.Millisecond, Batch: 1000, Refeed: 5 * time.Second, MaxRefeed: 10 * time.Minute, Linger: time.Hour,
+	return RelayConfig{Interval: 20 * time.Millisecond, Batch: 1000, Gather: 50 * time.Millisecond, Refeed: 5 * time.Second, MaxRefeed: 10 * time.Minute, Linger: time.Hour,
 		Refresh: time.Second, Log: slog.Default()}
 }
 
@@ -79,6 +86,7 @@ func (c RelayConfig) withDefaults() RelayConfig {
 	d := DefaultRelayConfig()
 	c.Interval = cmp.Or(c.Interval, d.Interval)
 	c.Batch = cmp.Or(c.Batch, d.Batch)
+	c.Gather = cmp.Or(c.Gather, d.Gather)
 	c.Refeed = cmp.Or(c.Refeed, d.Refeed)
 	c.MaxRefeed = cmp.Or(c.MaxRefeed, d.MaxRefeed)
 	c.Linger = cmp.Or(c.Linger, d.Linger)
@@ -157,7 +165,11 @@ func (r *Relay) Run(ctx context.Context) error {
 	loop := retry.Loop{Task: "relay hot bids to Kafka", Interval: r.cfg.Interval, Wake: r.wake, Log: r.cfg.Log,
 		OnError: func(error) { r.metrics.errors.Inc() }}
 	return loop.Run(ctx, func(ctx context.Context) (bool, error) {
-		n, err := r.RelayOnce(ctx)
+		start := time.Now()
+		n, full, err := r.relayOnce(ctx)
+		if n > 0 && err == nil && !full {
+			retry.Sleep(ctx, r.cfg.Gather-time.Since(start))
+		}
 		return n > 0, err
 	})
 }
@@ -167,9 +179,16 @@ func (r *Relay) Run(ctx context.Context) error {
 // the cursors, read the new entries, produce them in one Kafka call, then
 // advance the cursors.
 func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
+	n, _, err := r.relayOnce(ctx)
+	return n, err
+}
+
+// relayOnce is RelayOnce; full reports that an auction's log gave a whole
+// Batch, so more may wait.
+func (r *Relay) relayOnce(ctx context.Context) (produced int, full bool, err error) {
 	all, err := r.hotAuctions(ctx)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	var ids []int64
 	for _, id := range all {
@@ -180,11 +199,11 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 	if len(ids) == 0 {
 		r.metrics.lag.Set(0)
 		r.metrics.stuck.Set(float64(r.stuck(nil)))
-		return 0, nil
+		return 0, false, nil
 	}
 	views, err := r.look(ctx, ids)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 
 	// Auctions with entries past their cursor.
@@ -198,7 +217,7 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 	}
 	r.metrics.lag.Set(maxLag)
 	if len(due) == 0 {
-		return 0, nil
+		return 0, false, nil
 	}
 
 	ranges := make([]redisstore.LogRange, len(due))
@@ -207,10 +226,10 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 	}
 	logs, err := r.rdb.ReadLogs(ctx, ranges, r.cfg.Batch)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if err := r.rdb.WaitReplicated(ctx, withEntries(ranges, logs)...); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	var msgs []kafka.Message
 	var advance []redisstore.Relayed
@@ -222,17 +241,18 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 			}
 			m, err := bidMessage(b)
 			if err != nil {
-				return 0, err
+				return 0, false, err
 			}
 			msgs = append(msgs, m)
 			if b.Outbid != 0 {
 				outbid = append(outbid, b)
 			}
 		}
+		full = full || len(logs[i]) >= r.cfg.Batch
 		if n := len(logs[i]); n > 0 {
 			to, err := redisstore.ParseStreamID(logs[i][n-1].StreamID)
 			if err != nil {
-				return 0, fmt.Errorf("auction %d: %w", v.id, err)
+				return 0, false, fmt.Errorf("auction %d: %w", v.id, err)
 			}
 			advance = append(advance, redisstore.Relayed{AuctionID: v.id, To: to})
 		}
@@ -240,25 +260,25 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 	if len(msgs) > 0 {
 		r.cfg.Signer.SignBatch(msgs, bidgate.TopicBidAccepted)
 		if err := r.w.WriteMessages(ctx, msgs...); err != nil {
-			return 0, fmt.Errorf("produce %d bids: %w", len(msgs), err)
+			return 0, false, fmt.Errorf("produce %d bids: %w", len(msgs), err)
 		}
 		r.tell(ctx, outbid)
 	}
 	for _, v := range due {
 		if r.afterProduce != nil {
 			if err := r.afterProduce(v.id); err != nil {
-				return 0, err
+				return 0, false, err
 			}
 		}
 	}
 	if err := r.rdb.AdvanceRelayed(ctx, advance); err != nil {
-		return len(msgs), err
+		return len(msgs), full, err
 	}
 	r.metrics.relayed.Add(float64(len(msgs)))
 	if len(msgs) > 0 {
 		r.metrics.passes.Inc()
 	}
-	return len(msgs), nil
+	return len(msgs), full, nil
 }
 
 // hotAuctions lists the auctions to follow: PostgreSQL's list, read again
