@@ -137,11 +137,12 @@ func (n *Notifier) deliver(ctx context.Context, msgs []kafka.Message) error {
 		return err
 	}
 	notices := make([]bidgate.Notice, 0, len(candidates))
+	fetch := n.cfg.Verifier.Fetch()
 	for _, c := range candidates {
 		switch {
 		case known[c.x.ID]:
 			n.metrics.known.Inc()
-		case !n.cfg.Verifier.Verify(c.m):
+		case !fetch.Verify(c.m):
 			n.reject("signature", c.m, errors.New("bad or missing signature"))
 		default:
 			known[c.x.ID] = true // once per batch

@@ -183,10 +183,11 @@ func fetchBatch(ctx context.Context, r Reader, max int, wait time.Duration) ([]k
 func (p *Persister) persist(ctx context.Context, msgs []kafka.Message) error {
 	start := time.Now()
 	checked := make([]message, 0, len(msgs))
+	fetch := p.cfg.Verifier.Fetch()
 	for _, m := range msgs {
 		// A message no bidgate relay wrote is skipped, loudly, rather than
 		// written or left to block the partition for ever.
-		if !p.cfg.Verifier.Verify(m) {
+		if !fetch.Verify(m) {
 			p.reject("signature", m, errors.New("bad or missing signature"))
 			continue
 		}

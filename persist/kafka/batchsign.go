@@ -32,7 +32,8 @@ const (
 
 // leafHash is a message's leaf: SHA-256 of a zero byte and its SignedBytes.
 func leafHash(topic string, key, value []byte) [32]byte {
-	return sha256.Sum256(append([]byte{0}, SignedBytes(topic, key, value)...))
+	b := make([]byte, 1, 1+signedLen(topic, key, value))
+	return sha256.Sum256(appendSigned(b, topic, key, value))
 }
 
 // nodeHash is an inner node: SHA-256 of a one byte and its children. The
@@ -100,37 +101,75 @@ func (s *Signer) SignBatch(msgs []kafkago.Message, topic string) {
 	}
 }
 
-// batchRoot is the root a message's proof leads to, and the batch's size.
-func batchRoot(m kafkago.Message, proof string) (root [32]byte, size int, err error) {
-	parts := strings.SplitN(proof, "/", 3)
-	if len(parts) != 3 {
-		return root, 0, fmt.Errorf("proof is not index/size/path")
+// maxBatch bounds the size a proof may give, far above any relay's pass,
+// so that no header makes a climb long.
+const maxBatch = 1 << 30
+
+// proof is a parsed BatchProofHeader.
+type proof struct {
+	index, size int
+	path        []byte // sibling hashes, 32 bytes each, from the leaf's level up
+}
+
+// parseProof reads "<index>/<size>/<path>", whose path must be as long as
+// a batch of size gives index.
+func parseProof(s string) (proof, error) {
+	at, rest, ok1 := strings.Cut(s, "/")
+	of, encoded, ok2 := strings.Cut(rest, "/")
+	if !ok1 || !ok2 {
+		return proof{}, fmt.Errorf("proof is not index/size/path")
 	}
-	index, err1 := strconv.Atoi(parts[0])
-	size, err2 := strconv.Atoi(parts[1])
-	path, err3 := base64.StdEncoding.DecodeString(parts[2])
-	if err1 != nil || err2 != nil || err3 != nil || size < 2 || index < 0 || index >= size || len(path)%32 != 0 {
-		return root, 0, fmt.Errorf("malformed proof")
+	index, err1 := strconv.Atoi(at)
+	size, err2 := strconv.Atoi(of)
+	path, err3 := base64.StdEncoding.DecodeString(encoded)
+	if err1 != nil || err2 != nil || err3 != nil || size < 2 || size > maxBatch || index < 0 || index >= size {
+		return proof{}, fmt.Errorf("malformed proof")
 	}
-	root = leafHash(m.Topic, m.Key, m.Value)
-	for n := size; n > 1; n = (n + 1) / 2 {
+	if len(path) != 32*pathLen(index, size) {
+		return proof{}, fmt.Errorf("proof of %d bytes for message %d of %d", len(path), index, size)
+	}
+	return proof{index: index, size: size, path: path}, nil
+}
+
+// pathLen is how many siblings lie on the path of message index of a batch
+// of size: an odd last node of a level goes up unpaired.
+func pathLen(index, size int) int {
+	n := 0
+	for ; size > 1; size = (size + 1) / 2 {
+		if index^1 < size {
+			n++
+		}
+		index /= 2
+	}
+	return n
+}
+
+// root is the root m's path leads to.
+func (p proof) root(m kafkago.Message) [32]byte {
+	return p.climb(m, func(int, int, [32]byte) bool { return true })
+}
+
+// climb hashes m's leaf up its path to the root. It shows visit each node
+// on the way, the leaf first, with its level and index in that level, and
+// stops early when visit returns false. It returns the last node it
+// hashed: the root when visit never stopped it.
+func (p proof) climb(m kafkago.Message, visit func(level, index int, h [32]byte) bool) [32]byte {
+	h := leafHash(m.Topic, m.Key, m.Value)
+	path, index := p.path, p.index
+	for level, n := 0, p.size; ; level, n = level+1, (n+1)/2 {
+		if !visit(level, index, h) || n <= 1 {
+			return h
+		}
 		if sib := index ^ 1; sib < n {
-			if len(path) < 32 {
-				return root, 0, fmt.Errorf("proof too short")
-			}
-			var h [32]byte
-			copy(h[:], path[:32])
+			var s [32]byte
+			copy(s[:], path[:32])
 			path = path[32:]
 			if index%2 == 0 {
-				root = nodeHash(root, h)
+				h = nodeHash(h, s)
 			} else {
-				root = nodeHash(h, root)
+				h = nodeHash(s, h)
 			}
 		}
 		index /= 2
 	}
-	if len(path) != 0 {
-		return root, 0, fmt.Errorf("proof too long")
-	}
-	return root, size, nil
 }

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"encoding/base64"
 	"fmt"
 	"strings"
 	"sync"
@@ -83,6 +84,8 @@ func TestBatchSignatureRefusals(t *testing.T) {
 		{"another index", setHeader(msgs[2], BatchProofHeader, "3"+proof[1:])},
 		{"another size", setHeader(msgs[2], BatchProofHeader, strings.Replace(proof, "/5/", "/6/", 1))},
 		{"index past the size", setHeader(msgs[2], BatchProofHeader, strings.Replace(proof, "2/", "7/", 1))},
+		{"a size past any batch", setHeader(msgs[2], BatchProofHeader, strings.Replace(proof, "/5/", "/9223372036854775807/", 1))},
+		{"the largest size with a path as long", setHeader(msgs[2], BatchProofHeader, "2/1073741824/"+base64.StdEncoding.EncodeToString(make([]byte, 30*32)))},
 		{"path cut short", setHeader(msgs[2], BatchProofHeader, proof[:len(proof)-8])},
 		{"path not base64", setHeader(msgs[2], BatchProofHeader, "2/5/!!")},
 		{"no path", setHeader(msgs[2], BatchProofHeader, "2/5")},
@@ -100,10 +103,100 @@ func TestBatchSignatureRefusals(t *testing.T) {
 		}
 	}
 	for _, c := range cases {
-		if v.Verify(c.m) {
+		if v.Verify(c.m) || v.Fetch().Verify(c.m) {
 			t.Errorf("%s: verified", c.name)
 		}
+		// A fetch that proved every node of the batch refuses it too.
+		f := v.Fetch()
+		for _, m := range msgs {
+			if !f.Verify(m) {
+				t.Fatal("the untouched batch does not verify in a fetch")
+			}
+		}
+		if f.Verify(c.m) {
+			t.Errorf("%s: verified in a fetch of its batch", c.name)
+		}
 	}
+}
+
+// A fetch verifies what Verify does, message by message, in any order and
+// with tampered messages anywhere: before, among and after the messages
+// whose paths it proved.
+func TestFetchVerifiesAsVerify(t *testing.T) {
+	s := testSigner(t, "the batch event-signing key here"[:32])
+	v, err := NewVerifier(s.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tamper := func(m kafkago.Message) kafkago.Message { m.Value = []byte(`{"seq":-1}`); return m }
+	for _, n := range []int{2, 3, 5, 13, 119, 1000} {
+		for _, c := range []struct {
+			name     string
+			order    func(i int) int // the i-th message fetched
+			tampered func(i int) bool
+		}{
+			{"in order", func(i int) int { return i }, func(int) bool { return false }},
+			{"backwards", func(i int) int { return n - 1 - i }, func(int) bool { return false }},
+			{"every third tampered", func(i int) int { return i }, func(i int) bool { return i%3 == 0 }},
+			{"the last tampered", func(i int) int { return i }, func(i int) bool { return i == n-1 }},
+			{"the first tampered, backwards", func(i int) int { return n - 1 - i }, func(i int) bool { return i == 0 }},
+			{"the odd ones, each twice", func(i int) int { return (i/2)*2 | 1 }, func(int) bool { return false }},
+		} {
+			msgs := batch(s, n)
+			f := v.Fetch()
+			for i := range n {
+				at := c.order(i)
+				if at >= n {
+					continue
+				}
+				m := msgs[at]
+				if c.tampered(at) {
+					m = tamper(m)
+				}
+				if got, want := f.Verify(m), v.Verify(m); got != want || got == c.tampered(at) {
+					t.Errorf("batch of %d, %s: message %d verified %v in a fetch, %v alone", n, c.name, at, got, want)
+				}
+			}
+		}
+	}
+}
+
+// A nil verifier's fetch accepts every message, as the verifier does.
+func TestNilVerifierFetch(t *testing.T) {
+	var v *Verifier
+	if !v.Fetch().Verify(kafkago.Message{Value: []byte("unsigned")}) {
+		t.Error("a nil verifier's fetch refused a message")
+	}
+}
+
+// What one message of a relay's batch costs to verify, alone and in a
+// fetch of the whole batch (the root verified before, as for every
+// message of a batch but its first).
+func BenchmarkVerifyBatchMessage(b *testing.B) {
+	s := testSigner(b, "the batch event-signing key here"[:32])
+	v, err := NewVerifier(s.Public())
+	if err != nil {
+		b.Fatal(err)
+	}
+	msgs := batch(s, 119)
+	b.Run("alone", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			if !v.Verify(msgs[i%len(msgs)]) {
+				b.Fatal("refused")
+			}
+		}
+	})
+	b.Run("fetch", func(b *testing.B) {
+		var f *Fetch
+		for i := 0; b.Loop(); i++ {
+			if i%len(msgs) == 0 {
+				f = v.Fetch()
+			}
+			if !f.Verify(msgs[i%len(msgs)]) {
+				b.Fatal("refused")
+			}
+		}
+	})
 }
 
 // One verifier checks batches from several goroutines at once.

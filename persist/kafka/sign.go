@@ -35,11 +35,20 @@ const (
 // then the value. A signature is good for that topic and that key (the
 // auction id) only.
 func SignedBytes(topic string, key, value []byte) []byte {
-	b := make([]byte, 0, len(signedPrefix)+len(topic)+len(key)+len(value)+3)
+	return appendSigned(make([]byte, 0, signedLen(topic, key, value)), topic, key, value)
+}
+
+// appendSigned appends SignedBytes(topic, key, value) to b.
+func appendSigned(b []byte, topic string, key, value []byte) []byte {
 	b = append(append(b, signedPrefix...), 0)
 	b = append(append(b, topic...), 0)
 	b = append(append(b, key...), 0)
 	return append(b, value...)
+}
+
+// signedLen is the length of SignedBytes(topic, key, value).
+func signedLen(topic string, key, value []byte) int {
+	return len(signedPrefix) + len(topic) + len(key) + len(value) + 3
 }
 
 // KeyID is the id of a public key: hex of the first 8 bytes of its SHA-256.
@@ -127,6 +136,53 @@ func NewVerifier(keys ...ed25519.PublicKey) (*Verifier, error) {
 // its topic, key and value: its own (Sign) or its batch's (SignBatch).
 // It is safe for concurrent use.
 func (v *Verifier) Verify(m kafkago.Message) bool {
+	return v.verify(m, nil)
+}
+
+// Fetch verifies the messages of one fetch, as Verify does each. A node
+// that one message's path proved (it led to a root whose signature holds)
+// is not hashed again for the next message of the same batch, which then
+// costs its leaf and a node or two rather than its whole path: a relay's
+// batch is a hundred messages and more, and a fetch holds runs of them. A
+// Fetch is for one goroutine; a nil one (of a nil Verifier) accepts every
+// message.
+type Fetch struct {
+	v       *Verifier
+	batches map[string]fetchedBatch // by batch signature
+	proven  map[provenNode][32]byte
+}
+
+// fetchedBatch is a batch a Fetch proved nodes of: the key id and size its
+// first proved message gave, and the number its nodes go by.
+type fetchedBatch struct {
+	id     string
+	size   int
+	number int
+}
+
+// provenNode is a node of a batch's tree: its level (the leaves' is 0) and
+// its index there.
+type provenNode struct{ batch, level, index int }
+
+// Fetch starts the verification of one fetch's messages.
+func (v *Verifier) Fetch() *Fetch {
+	if v == nil {
+		return nil
+	}
+	return &Fetch{v: v, batches: make(map[string]fetchedBatch), proven: make(map[provenNode][32]byte)}
+}
+
+// Verify reports whether m carries a signature by one of the verifier's
+// keys, as Verifier.Verify does.
+func (f *Fetch) Verify(m kafkago.Message) bool {
+	if f == nil {
+		return true
+	}
+	return f.v.verify(m, f)
+}
+
+// verify is Verify, in fetch f when it is not nil.
+func (v *Verifier) verify(m kafkago.Message, f *Fetch) bool {
 	if v == nil {
 		return true
 	}
@@ -147,23 +203,68 @@ func (v *Verifier) Verify(m kafkago.Message) bool {
 	if !ok {
 		return false
 	}
-	if proof != nil {
-		return v.verifyBatch(key, m, batchSig, string(proof))
+	if proof == nil {
+		raw, err := base64.StdEncoding.DecodeString(string(sig))
+		if err != nil || len(raw) != ed25519.SignatureSize {
+			return false
+		}
+		return ed25519.Verify(key, SignedBytes(m.Topic, m.Key, m.Value), raw)
 	}
-	raw, err := base64.StdEncoding.DecodeString(string(sig))
-	if err != nil || len(raw) != ed25519.SignatureSize {
-		return false
-	}
-	return ed25519.Verify(key, SignedBytes(m.Topic, m.Key, m.Value), raw)
-}
-
-// verifyBatch checks m's path to its batch's root, and the root's
-// signature unless it was verified before.
-func (v *Verifier) verifyBatch(key ed25519.PublicKey, m kafkago.Message, sig []byte, proof string) bool {
-	root, size, err := batchRoot(m, proof)
+	p, err := parseProof(string(proof))
 	if err != nil {
 		return false
 	}
+	if f != nil {
+		return f.verifyBatch(key, m, string(id), batchSig, p)
+	}
+	return v.rootSigned(key, batchSig, p.size, p.root(m))
+}
+
+// verifyBatch checks m's path as far as a node proved already, or to the
+// root and its signature; the nodes it hashed are proved once either
+// holds. The batch is named by its signature, key id and size, which the
+// signature covers with the root: a message that reuses them with another
+// path must still hash to a proved node, which SHA-256 makes as hard as
+// forging the root.
+func (f *Fetch) verifyBatch(key ed25519.PublicKey, m kafkago.Message, id string, sig []byte, p proof) bool {
+	b, known := f.batches[string(sig)]
+	if known && (b.id != id || b.size != p.size) {
+		// Not the batch whose nodes are proved: on its own.
+		return f.v.rootSigned(key, sig, p.size, p.root(m))
+	}
+	if !known {
+		b = fetchedBatch{id: id, size: p.size, number: len(f.batches)}
+	}
+	var hashed [32]struct { // a tree of maxBatch leaves has 31 levels, its root's included
+		at provenNode
+		h  [32]byte
+	}
+	n, met, matched := 0, false, false
+	top := p.climb(m, func(level, index int, h [32]byte) bool {
+		at := provenNode{batch: b.number, level: level, index: index}
+		if want, ok := f.proven[at]; ok {
+			met, matched = true, want == h
+			return false
+		}
+		hashed[n].at, hashed[n].h = at, h
+		n++
+		return true
+	})
+	if met && !matched || !met && !f.v.rootSigned(key, sig, p.size, top) {
+		return false
+	}
+	if !known {
+		f.batches[string(sig)] = b
+	}
+	for _, x := range hashed[:n] {
+		f.proven[x.at] = x.h
+	}
+	return true
+}
+
+// rootSigned reports whether sig is key's signature over a batch of size
+// with root, remembering the roots it verified.
+func (v *Verifier) rootSigned(key ed25519.PublicKey, sig []byte, size int, root [32]byte) bool {
 	signed := BatchSignedBytes(size, root)
 	seen := string(key) + string(sig) + string(signed)
 	if v.roots.Contains(seen) {

@@ -7,7 +7,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 )
 
-func testSigner(t *testing.T, seed string) *Signer {
+func testSigner(t testing.TB, seed string) *Signer {
 	t.Helper()
 	s, err := ParseSigningKey(base64.StdEncoding.EncodeToString([]byte(seed)))
 	if err != nil {
