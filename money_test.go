@@ -66,6 +66,17 @@ func TestMoneyFromJSON(t *testing.T) {
 	}
 }
 
+// TestMoneyFromMalformedJSON: called directly, with what no decoder
+// would pass, UnmarshalJSON refuses rather than reads between the quotes.
+func TestMoneyFromMalformedJSON(t *testing.T) {
+	for _, in := range []string{`"`, `"12`, `12"`, `"1"2"`, `"1\"`, `"12\u"`, `""12""`} {
+		var m Money
+		if err := m.UnmarshalJSON([]byte(in)); err == nil || m.Set {
+			t.Errorf("%s: accepted as %s", in, FormatMoney(m.Decimal))
+		}
+	}
+}
+
 func TestCheckMoney(t *testing.T) {
 	cases := []struct {
 		in     string

@@ -44,6 +44,7 @@ type Server struct {
 	log          *slog.Logger
 	metrics      *metrics
 	forwarder    *forwarder    // nil on a single node
+	deciders     deciders      // of forwarded batches' bids
 	tokens       *tokenSharing // nil unless the nodes share verified tokens
 	signer       *signer
 	authFailures *failureLimiter
@@ -64,7 +65,7 @@ type Server struct {
 // admin endpoint.
 func New(cfg Config, auctions Auctions, ready func(context.Context) error, reg *prometheus.Registry, log *slog.Logger) *Server {
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, auctions: auctions, ready: ready, log: log, metrics: newMetrics(reg),
+	s := &Server{cfg: cfg, auctions: auctions, ready: ready, log: log, metrics: newMetrics(reg), deciders: newDeciders(),
 		authFailures: newFailureLimiter(cfg.AuthFailureRate, cfg.AuthFailureBurst), signer: newSigner(cfg.ClusterSecret, cfg.ClusterSecretPrevious)}
 	countSignatureChecks(reg, cfg.Auth)
 	s.reads = cfg.Reads
@@ -154,6 +155,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	listeners := s.listeners
 	s.mu.Unlock()
 	err := errors.Join(s.public.ShutdownWithContext(ctx), s.internal.ShutdownWithContext(ctx), s.admin.ShutdownWithContext(ctx))
+	s.deciders.release()
 	for _, ln := range listeners {
 		err = errors.Join(err, closeListener(ln))
 	}

@@ -228,6 +228,10 @@ func (c *config) check() error {
 	if err := c.checkEvents(); err != nil {
 		return err
 	}
+	if c.Shard.StoreTimeout >= c.HTTP.RequestTimeout {
+		// The gateway gives a bid no timer of its own: the shard's is its budget.
+		return fmt.Errorf("--store-timeout (%v) must be below --request-timeout (%v)", c.Shard.StoreTimeout, c.HTTP.RequestTimeout)
+	}
 	if c.HTTP.MaxConns < 1 || c.HTTP.MaxConnsPerIP < 1 {
 		return errors.New("--max-conns and --max-conns-per-ip must be positive")
 	}

@@ -27,6 +27,8 @@ func TestConfigFlagsAndEnvironment(t *testing.T) {
 		{name: "bad environment value", env: map[string]string{"BIDGATE_REQUEST_TIMEOUT": "soon"}, wantErr: true},
 		{name: "pool size out of range", args: []string{"--postgres-conns", "0"}, wantErr: true},
 		{name: "stray argument", args: []string{"extra"}, wantErr: true},
+		{name: "store timeout not below request timeout", args: []string{"--request-timeout", "1s", "--store-timeout", "1s"}, wantErr: true},
+		{name: "store timeout below request timeout", args: []string{"--request-timeout", "1s", "--store-timeout", "900ms", "--cold-lock-timeout", "400ms"}, listen: ":8080", timeout: time.Second},
 	}
 	key := filepath.Join(t.TempDir(), "dev-key.pem")
 	for _, c := range cases {
