@@ -40,3 +40,22 @@ func BenchmarkCloseBurst(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIdlePass measures a pass that finds nothing due among 20,000
+// open auctions: what every node pays every Interval in a quiet cluster.
+//
+//	go test -run '^$' -bench IdlePass -benchmem ./closer/
+func BenchmarkIdlePass(b *testing.B) {
+	e := newEnv(b, 4, Config{})
+	insertColdAuctions(b, e.db, 20000, 3_600_000, 3_600_000)
+	if _, err := e.db.Exec(ctx, `ANALYZE auction`); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		n, err := e.closer.CloseDue(ctx)
+		if err != nil || n != 0 {
+			b.Fatalf("closed %d, %v; want nothing due", n, err)
+		}
+	}
+}

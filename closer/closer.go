@@ -129,17 +129,34 @@ func (c *Closer) pass(ctx context.Context) (closed int, full bool, err error) {
 		c.metrics.duration.Observe(time.Since(start).Seconds())
 	}()
 
-	cold, coldErr := c.closeCold(ctx)
-	if coldErr != nil {
-		c.metrics.errors.WithLabelValues("cold").Inc()
+	// Every node passes every Interval, and most passes find nothing: one
+	// statement tells which of the stages (two transactions and a query)
+	// have work. What falls due after it waits for the next pass, as it
+	// would have after the stage had run.
+	due, err := (&pgstore.Store{DB: c.db}).Due(ctx, c.cfg.NoticeGrace)
+	if err != nil {
+		c.metrics.errors.WithLabelValues("due").Inc()
+		return 0, false, err
 	}
-	hot, hotFull, hotErr := c.closeHot(ctx)
-	if hotErr != nil {
-		c.metrics.errors.WithLabelValues("hot").Inc()
+	var (
+		cold, hot                int
+		hotFull                  bool
+		coldErr, hotErr, leftErr error
+	)
+	if due.Cold {
+		if cold, coldErr = c.closeCold(ctx); coldErr != nil {
+			c.metrics.errors.WithLabelValues("cold").Inc()
+		}
 	}
-	leftErr := c.tellLeft(ctx)
-	if leftErr != nil {
-		c.metrics.errors.WithLabelValues("notices").Inc()
+	if due.Hot {
+		if hot, hotFull, hotErr = c.closeHot(ctx); hotErr != nil {
+			c.metrics.errors.WithLabelValues("hot").Inc()
+		}
+	}
+	if due.Notices {
+		if leftErr = c.tellLeft(ctx); leftErr != nil {
+			c.metrics.errors.WithLabelValues("notices").Inc()
+		}
 	}
 	full = cold == c.cfg.BatchSize || hotFull
 	return cold + hot, full, errors.Join(coldErr, hotErr, leftErr)

@@ -27,7 +27,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"mode"}),
 		passes: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_closer_passes_total",
-			Help: "Close passes run (one cold batch and one hot batch each).",
+			Help: "Close passes run (each looks for due work, then runs a cold batch, a hot batch and the left notices where due).",
 		}),
 		duration: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "bidgate_closer_pass_duration_seconds",
@@ -40,7 +40,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		errors: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "bidgate_closer_errors_total",
-			Help: "Failed close batches, by stage (cold, hot, announce, notices).",
+			Help: "Failed close batches, by stage (due: the look for due work; cold, hot, announce, notices).",
 		}, []string{"stage"}),
 		notices: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "bidgate_closer_notices_stored_total",

@@ -35,7 +35,7 @@ func TestRunBacksOffWhileFailing(t *testing.T) {
 	go func() { done <- c.Run(runCtx) }()
 	const awaited = 4
 	eventually(t, 30*time.Second, "failed close passes", func() (float64, bool) {
-		n := testutil.ToFloat64(c.metrics.errors.WithLabelValues("cold"))
+		n := testutil.ToFloat64(c.metrics.errors.WithLabelValues("due"))
 		return n, n >= awaited
 	})
 	stop()
@@ -48,8 +48,8 @@ func TestRunBacksOffWhileFailing(t *testing.T) {
 	if most := mostPasses(ran); passes > most {
 		t.Fatalf("%v failing passes in %v, want at most %v (one per back-off)", passes, ran, most)
 	}
-	if failed := testutil.ToFloat64(c.metrics.errors.WithLabelValues("cold")); failed != passes {
-		t.Fatalf("%v failed cold batches in %v passes, want one per pass", failed, passes)
+	if failed := testutil.ToFloat64(c.metrics.errors.WithLabelValues("due")); failed != passes {
+		t.Fatalf("%v failed looks for due work in %v passes, want one per pass", failed, passes)
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 )
 
 var (
+	//go:embed sql/due_work.sql
+	dueWorkSQL string
 	//go:embed sql/close_cold.sql
 	closeColdSQL string
 	//go:embed sql/due_hot.sql
@@ -94,6 +96,23 @@ func (s *Store) oweCloseNotices(ctx context.Context, closed []Closed) error {
 		return fmt.Errorf("record the notices owed by %d closed auctions: %w", len(closed), err)
 	}
 	return nil
+}
+
+// DueWork is what a close pass has to do, as the database saw it at one
+// instant.
+type DueWork struct {
+	Cold, Hot bool // an open auction of that mode whose end has passed
+	Notices   bool // a close that owes its notices longer than the grace
+}
+
+// Due reports the work due, in one round trip, without locking anything:
+// most passes of an idle cluster find none, and every node runs them.
+func (s *Store) Due(ctx context.Context, noticeGrace time.Duration) (DueWork, error) {
+	var d DueWork
+	if err := s.DB.QueryRow(ctx, dueWorkSQL, noticeGrace.Seconds()).Scan(&d.Cold, &d.Hot, &d.Notices); err != nil {
+		return DueWork{}, fmt.Errorf("look for due closes: %w", err)
+	}
+	return d, nil
 }
 
 // CloseDueCold closes up to limit cold auctions whose end has passed by the

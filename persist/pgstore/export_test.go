@@ -11,6 +11,9 @@ import (
 // StoredNoticesSQL lets the tests read the look-up's plan.
 var StoredNoticesSQL = storedNoticesSQL
 
+// DueWorkSQL lets the tests read the close pass's look's plan.
+var DueWorkSQL = dueWorkSQL
+
 // ExplainOutbidNotices is the plan of WriteHotBids' outbid notices for
 // bids, all new, line by line.
 func ExplainOutbidNotices(ctx context.Context, db Querier, bids []bidgate.BidAccepted) ([]string, error) {
