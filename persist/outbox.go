@@ -86,27 +86,41 @@ func NewOutboxRelay(db *pgxpool.Pool, w Writer, cfg OutboxConfig, reg prometheus
 // on at once; otherwise, leading its topic, it waits for a NOTIFY on its
 // topic's channel (every commit that adds rows of the topic sends one) or
 // PollInterval, whichever comes first, and after a NOTIFY, Gather more for
-// one pass; not leading, StandbyPoll.
+// one pass; not leading, StandbyPoll. After a wait that timed out it
+// passes only when the backlog holds rows.
 // Failures back off exponentially, from MinBackoff to MaxBackoff.
 func (r *OutboxRelay) Run(ctx context.Context) error {
 	l := &listener{db: r.db, topic: r.cfg.Topic, standby: r.cfg.StandbyPoll, leading: r.metrics.leading, log: r.cfg.Log}
 	defer l.close()
 	l.listen(ctx)
-	var observed time.Time
+	var (
+		observed time.Time
+		idle     bool // the backlog read after the last wait found no row
+	)
 	loop := retry.Loop{Task: "relay the outbox to Kafka", Log: r.cfg.Log,
 		Backoff: retry.Backoff{Min: r.cfg.MinBackoff, Max: r.cfg.MaxBackoff},
 		Idle: func(ctx context.Context) {
-			// Once per PollInterval at most: between notifications that
-			// come faster, the backlog query would double the passes' cost.
-			if time.Since(observed) >= r.cfg.PollInterval {
-				r.observeBacklog(ctx)
-				observed = time.Now()
-			}
-			if l.wait(ctx, r.cfg.PollInterval) {
+			woken := l.wait(ctx, r.cfg.PollInterval)
+			if woken {
 				l.gather(ctx, r.cfg.Gather)
+			}
+			// After a wait that timed out (every wait of a relay that does
+			// not lead), the backlog says whether a pass would find a row:
+			// one statement instead of a transaction of three on every
+			// node, every topic, every poll. Between notifications that
+			// come faster than PollInterval it is not read at all: it
+			// would double the passes' cost.
+			idle = false
+			if !woken || time.Since(observed) >= r.cfg.PollInterval {
+				pending, err := r.observeBacklog(ctx)
+				observed = time.Now()
+				idle = !woken && err == nil && pending == 0
 			}
 		}}
 	return loop.Run(ctx, func(ctx context.Context) (bool, error) {
+		if idle {
+			return false, nil
+		}
 		n, err := r.PublishPending(ctx)
 		return n == r.cfg.BatchSize, err
 	})
@@ -164,16 +178,18 @@ func (r *OutboxRelay) PublishPending(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// observeBacklog sets the pending and lag gauges. It runs only when the
-// relay is idle, so it costs nothing during a burst.
-func (r *OutboxRelay) observeBacklog(ctx context.Context) {
+// observeBacklog sets the pending and lag gauges and returns the rows
+// pending. It runs only when the relay is idle, so it costs nothing during
+// a burst.
+func (r *OutboxRelay) observeBacklog(ctx context.Context) (int64, error) {
 	pending, lag, err := (&pgstore.Store{DB: r.db}).OutboxBacklog(ctx, r.cfg.Topic)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.cfg.Log.Warn("read outbox backlog", "err", err)
 		}
-		return
+		return 0, err
 	}
 	r.metrics.pending.Set(float64(pending))
 	r.metrics.lag.Set(lag)
+	return pending, nil
 }
