@@ -108,8 +108,8 @@ func (r *OutboxRelay) Run(ctx context.Context) error {
 			// not lead), the backlog says whether a pass would find a row:
 			// one statement instead of a transaction of three on every
 			// node, every topic, every poll. Between notifications that
-			// come faster than PollInterval it is not read at all: it
-			// would double the passes' cost.
+			// come faster than PollInterval it is read once a PollInterval
+			// at most: each time would double the passes' cost.
 			idle = false
 			if !woken || time.Since(observed) >= r.cfg.PollInterval {
 				pending, err := r.observeBacklog(ctx)
