@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"bidgate/internal/testdb"
@@ -64,14 +63,7 @@ var rowsOf = regexp.MustCompile(`actual time=[\d.]+\.\.[\d.]+ rows=(\d+)|Rows Re
 // and the rows its scans read: returned plus removed by their filters.
 func rowsRead(t *testing.T, db *pgxpool.Pool, sql string, args ...any) (string, int) {
 	t.Helper()
-	rows, err := db.Query(context.Background(), "EXPLAIN ANALYZE "+sql, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
+	lines := explain(t, db, "ANALYZE "+sql, args...)
 	read := 0
 	for _, l := range lines {
 		if !strings.Contains(l, "Scan") && !strings.Contains(l, "Rows Removed") {
