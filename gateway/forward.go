@@ -37,7 +37,7 @@ type forwarder struct {
 	cluster Cluster
 	signer  *signer
 	client  *fasthttp.Client
-	batches *batch.Batchers[forwardLane, forwardedBid, ownerAnswer]
+	batches *batch.Batchers[forwardTarget, forwardedBid, ownerAnswer]
 	single  sync.Map // names of owners without the batch route (an older version): sent one bid a request
 
 	forwarded *prometheus.CounterVec
@@ -166,7 +166,7 @@ func (f *forwarder) send(ctx *fasthttp.RequestCtx, to ring.Member, auctionID, bi
 	if _, single := f.single.Load(to.Name); single || len(bid.Body) > maxBatchedBody {
 		return f.sendOne(to.InternalAddr, bid)
 	}
-	answer, err := f.batches.Do(context.Background(), laneOf(to, auctionID), bid)
+	answer, err := f.batches.Do(context.Background(), targetOf(to), bid)
 	if err == nil {
 		err = answer.err
 	}

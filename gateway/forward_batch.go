@@ -20,17 +20,16 @@ import (
 )
 
 // Forwarded bids travel in batches, as hot bids meet Redis: what waits for
-// the same owner while its requests are busy goes in the next one, with no
+// the same owner while its request is busy goes in the next one, with no
 // added delay. One request per bid cost a forwarding node a round trip,
 // two signatures and a nonce per bid: 31-36 % of its CPU in a flash sale.
 const (
 	forwardPath = "/forwarded-bids" // the batch route of the internal endpoint
-	// forwardLanes split the bids for one owner: an auction always takes
-	// the same lane, so its bids meet in one batch as they meet in the
-	// owner's batch for it. forwardInFlight requests per lane at once: with
-	// one, a bid arriving just after a request left waited for its whole
-	// round trip (a hot batch at the owner) before its own.
-	forwardLanes    = 16
+	// forwardInFlight requests per owner at once, the second only for a
+	// full batch (batch.Batchers.InFlight). At a flash sale's rates a
+	// request's cost is mostly its wake-ups, whatever it carries: 16 lanes
+	// per owner with two requests each sent 1.6-2.5 bids a request, one
+	// request per owner 6-9.
 	forwardInFlight = 2
 	// maxForwardBatch bounds the bids of one request; maxBatchedBody the
 	// body of a bid that joins a batch, so that a full batch stays well
@@ -39,15 +38,14 @@ const (
 	maxBatchedBody  = 512
 )
 
-// forwardLane is where a bid waits for its batch: an owner's incarnation,
-// its address and one of its lanes.
-type forwardLane struct {
+// forwardTarget is where a bid waits for its batch: an owner's incarnation
+// and its address.
+type forwardTarget struct {
 	name, addr string
-	lane       int
 }
 
-func laneOf(owner ring.Member, auctionID int64) forwardLane {
-	return forwardLane{name: owner.Name, addr: owner.InternalAddr, lane: int(uint64(auctionID) % forwardLanes)}
+func targetOf(owner ring.Member) forwardTarget {
+	return forwardTarget{name: owner.Name, addr: owner.InternalAddr}
 }
 
 // forwardedBids is the body of POST /forwarded-bids.
@@ -103,14 +101,14 @@ func (a ownerAnswer) writeTo(ctx *fasthttp.RequestCtx) {
 // errBadBatch: the owner's signed answer does not match the batch.
 var errBadBatch = errors.New("forwarded bids: the owner's answer does not match the batch")
 
-// sendBatch forwards bids to the owner of lane in one signed request and
+// sendBatch forwards bids to their owner, to, in one signed request and
 // returns its answers in order. Every error concerns the whole batch. A
 // lone bid goes to the single route: the batch's envelope would cost more
 // than it saves. An owner that answers the batch route with an unsigned
 // 404, 405 or 413 (a node of an older version, or a smaller body limit)
 // is sent these bids, and all its next ones, one request each, each
 // verified on its own.
-func (f *forwarder) sendBatch(_ context.Context, to forwardLane, bids []forwardedBid) ([]ownerAnswer, error) {
+func (f *forwarder) sendBatch(_ context.Context, to forwardTarget, bids []forwardedBid) ([]ownerAnswer, error) {
 	if len(bids) == 1 {
 		a, err := f.sendOne(to.addr, bids[0])
 		return []ownerAnswer{a}, err

@@ -28,8 +28,12 @@ type Batchers[K comparable, Req, Res any] struct {
 	// Observe, if set, is told each batch's size (for metrics).
 	Observe func(size int)
 	// InFlight is how many calls of run one key may have at once (1
-	// unless set before the first Do): a batch forms while they are all
-	// busy. Beyond 1, batches of a key are not decided in order.
+	// unless set before the first Do). Beyond the first, a call starts
+	// only for a whole batch (maxBatch waiting): at a few hundred requests
+	// a second, waiting for the call in flight gathers the most per call,
+	// and a key that fills batches faster than a call returns is not held
+	// to maxBatch per round trip. Beyond 1, batches of a key are not
+	// decided in order.
 	InFlight int
 	// Gather, when set before the first Do, is the least time between the
 	// starts of two calls of one key. A call costs its round trip however
@@ -50,6 +54,10 @@ type Batchers[K comparable, Req, Res any] struct {
 type queue[Req, Res any] struct {
 	calls []call[Req, Res] // under Batchers.mu
 	wake  chan struct{}    // holds a token while calls may be waiting
+	// holding (under Batchers.mu): a call is in flight and the loop waits
+	// for it, or for a whole batch, so a request that fills none does not
+	// wake it.
+	holding bool
 }
 
 type call[Req, Res any] struct {
@@ -88,9 +96,11 @@ func (b *Batchers[K, Req, Res]) Do(ctx context.Context, key K, req Req) (Res, er
 		return zero, bidgate.ErrOverloaded
 	}
 	q.calls = append(q.calls, c)
-	select {
-	case q.wake <- struct{}{}:
-	default: // woken already
+	if !q.holding || len(q.calls) >= b.maxBatch {
+		select {
+		case q.wake <- struct{}{}:
+		default: // woken already
+		}
 	}
 	b.mu.Unlock()
 
@@ -123,10 +133,20 @@ func (b *Batchers[K, Req, Res]) full(q *queue[Req, Res]) bool {
 	return len(q.calls) >= b.maxBatch
 }
 
+// holdUnlessFull says whether q holds a whole batch; if not, q is holding
+// until a call ends or one fills.
+func (b *Batchers[K, Req, Res]) holdUnlessFull(q *queue[Req, Res]) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q.holding = len(q.calls) < b.maxBatch
+	return !q.holding
+}
+
 // take moves up to maxBatch of q's waiting requests to calls.
 func (b *Batchers[K, Req, Res]) take(q *queue[Req, Res], calls []call[Req, Res]) []call[Req, Res] {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	q.holding = false
 	n := min(len(q.calls), b.maxBatch)
 	calls = append(calls, q.calls[:n]...)
 	rest := copy(q.calls, q.calls[n:])
@@ -146,7 +166,7 @@ func (b *Batchers[K, Req, Res]) loop(key K, q *queue[Req, Res]) {
 		toWorkers = make(chan []call[Req, Res])
 		defer close(toWorkers)
 		for range cap(slots) {
-			go b.work(key, toWorkers, slots)
+			go b.work(key, q, toWorkers, slots)
 		}
 	}
 	var started time.Time // the last call's
@@ -168,6 +188,10 @@ func (b *Batchers[K, Req, Res]) loop(key K, q *queue[Req, Res]) {
 		}
 		for {
 			slots <- struct{}{} // while every call is busy, the batch grows
+			if len(slots) > 1 && !b.holdUnlessFull(q) {
+				<-slots // and while one is, until it is whole; work wakes the loop
+				break
+			}
 			if wait := b.Gather - time.Since(started); wait > 0 && !b.full(q) {
 				time.Sleep(wait) // and while the key is busy, for Gather
 			}
@@ -188,15 +212,20 @@ func (b *Batchers[K, Req, Res]) loop(key K, q *queue[Req, Res]) {
 }
 
 // work runs the batches of one key that loop hands it, each in a slot it
-// gives back when done. A key's workers live as long as its loop: a
-// goroutine per call started with a small stack and grew it in every call
-// (its round trip is deep), 2 % of a forwarding node's CPU.
-func (b *Batchers[K, Req, Res]) work(key K, batches <-chan []call[Req, Res], slots <-chan struct{}) {
+// gives back when done, and then wakes the loop for what waited meanwhile.
+// A key's workers live as long as its loop: a goroutine per call started
+// with a small stack and grew it in every call (its round trip is deep),
+// 2 % of a forwarding node's CPU.
+func (b *Batchers[K, Req, Res]) work(key K, q *queue[Req, Res], batches <-chan []call[Req, Res], slots <-chan struct{}) {
 	reqs := make([]Req, 0, b.maxBatch)
 	for calls := range batches {
 		b.runBatch(key, calls, reqs[:0])
 		clear(reqs[:len(calls)]) // let the requests go
 		<-slots
+		select {
+		case q.wake <- struct{}{}:
+		default: // woken already
+		}
 	}
 }
 

@@ -181,23 +181,26 @@ func TestBatcherWorkersEndWithTheirKey(t *testing.T) {
 	})
 }
 
-// With InFlight 2 a key has two calls at once; what arrives while both are
-// busy waits and goes in one batch.
+// With InFlight 2 a key has a second call in flight only for a whole
+// batch: what arrives while its one call is busy waits for it, and goes in
+// one batch, unless it fills one.
 func TestBatcherRunsInFlightCallsAtOnce(t *testing.T) {
 	release, started := make(chan struct{}), make(chan int, 10)
-	b := New(64, 100, time.Minute, func(_ context.Context, _ int, reqs []int) ([]int, error) {
+	b := New(4, 100, time.Minute, func(_ context.Context, _ int, reqs []int) ([]int, error) {
 		started <- len(reqs)
 		<-release
 		return reqs, nil
 	})
 	b.InFlight = 2
 	var wg sync.WaitGroup
-	do := func(i int) {
-		wg.Go(func() {
-			if v, err := b.Do(context.Background(), 1, i); err != nil || v != i {
-				t.Errorf("request %d: %d, %v", i, v, err)
-			}
-		})
+	do := func(from, to int) {
+		for i := from; i <= to; i++ {
+			wg.Go(func() {
+				if v, err := b.Do(context.Background(), 1, i); err != nil || v != i {
+					t.Errorf("request %d: %d, %v", i, v, err)
+				}
+			})
+		}
 	}
 	call := func(what string) int {
 		t.Helper()
@@ -209,17 +212,19 @@ func TestBatcherRunsInFlightCallsAtOnce(t *testing.T) {
 			return 0
 		}
 	}
-	do(0)
+	do(0, 0)
 	call("the first call")
-	do(1)
-	call("a second call while the first is in flight")
-	for i := 2; i <= 6; i++ {
-		do(i)
+	do(1, 3)
+	waitQueued(t, b, 1, 3) // not a second call: the batch is not whole
+	do(4, 4)
+	if n := call("a second call for the whole batch"); n != 4 {
+		t.Fatalf("a second call of %d, want the whole batch of 4", n)
 	}
-	waitQueued(t, b, 1, 5)
+	do(5, 7)
+	waitQueued(t, b, 1, 3)
 	close(release)
-	if n := call("the batch of the waiting requests"); n != 5 {
-		t.Fatalf("a batch of %d, want the 5 that waited", n)
+	if n := call("the batch of the waiting requests"); n != 3 {
+		t.Fatalf("a batch of %d, want the 3 that waited", n)
 	}
 	wg.Wait()
 }
