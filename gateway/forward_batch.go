@@ -28,8 +28,8 @@ const (
 	// forwardInFlight requests per owner at once, the second only for a
 	// full batch (batch.Batchers.InFlight). At a flash sale's rates a
 	// request's cost is mostly its wake-ups, whatever it carries: 16 lanes
-	// per owner with two requests each sent 1.6-2.5 bids a request, one
-	// request per owner 6-9.
+	// per owner with two requests each sent 1.2-2.5 bids a request, one
+	// request per owner 6-15.
 	forwardInFlight = 2
 	// maxForwardBatch bounds the bids of one request; maxBatchedBody the
 	// body of a bid that joins a batch, so that a full batch stays well
