@@ -201,6 +201,12 @@ func bidOutcome(res bidgate.BidResult, err error) string {
 		return "too_low"
 	case errors.Is(err, bidgate.ErrAuctionClosed):
 		return "closed"
+	case errors.Is(err, bidgate.ErrAlreadyLeading):
+		return "already_leading"
+	case errors.Is(err, bidgate.ErrMaxNotRaised):
+		return "max_not_raised"
+	case errors.Is(err, bidgate.ErrBuyNowUnavailable):
+		return "buy_now_unavailable"
 	case errors.Is(err, bidgate.ErrIdempotencyKeyReused):
 		return "key_reused"
 	case errors.Is(err, bidgate.ErrSubjectMismatch), errors.Is(err, bidgate.ErrSelfBidding):

@@ -31,7 +31,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"route", "status"}),
 		bids: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "bidgate_bids_total",
-			Help: "Bids by outcome (accepted, replayed, too_low, closed, key_reused, not_found, invalid, unavailable, error).",
+			Help: "Bids by outcome: decided (accepted, replayed, too_low, closed, already_leading, max_not_raised, buy_now_unavailable), forwarded to their owner, or refused (key_reused, forbidden, not_found, invalid, rate_limited, overloaded, store_timeout, unavailable, error).",
 		}, []string{"outcome"}),
 		bidDuration: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "bidgate_bid_duration_seconds",
