@@ -49,7 +49,11 @@ func newBidResponse(r bidgate.BidResult) bidResponse {
 // idempotencyKey reads the required Idempotency-Key header: a UUID in its
 // canonical 36-character form, any case.
 func idempotencyKey(ctx *fasthttp.RequestCtx) (uuid.UUID, error) {
-	h := ctx.Request.Header.Peek("Idempotency-Key")
+	return parseKey(ctx.Request.Header.Peek("Idempotency-Key"))
+}
+
+// parseKey reads an Idempotency-Key's value.
+func parseKey(h []byte) (uuid.UUID, error) {
 	if len(h) == 0 {
 		return uuid.Nil, bidgate.InvalidInput("missing_idempotency_key", "the Idempotency-Key header (a UUID) is required")
 	}
@@ -78,11 +82,18 @@ func parseBid(ctx *fasthttp.RequestCtx, bidder int64) (bidgate.BidRequest, error
 	if err != nil {
 		return bidgate.BidRequest{}, err
 	}
+	return readBid(auctionID, key, bidder, ctx.PostBody())
+}
+
+// readBid is parseBid once the path and the key are read: the bid whose
+// request body is body.
+func readBid(auctionID int64, key uuid.UUID, bidder int64, b []byte) (bidgate.BidRequest, error) {
 	var body bidRequest
-	if err := decodeJSON(ctx, &body); err != nil {
+	if err := decodeBody(b, &body); err != nil {
 		return bidgate.BidRequest{}, err
 	}
-	if bidder, err = actingUser(bidder, body.BidderID, "bidderId", "invalid_bidder_id"); err != nil {
+	bidder, err := actingUser(bidder, body.BidderID, "bidderId", "invalid_bidder_id")
+	if err != nil {
 		return bidgate.BidRequest{}, err
 	}
 	if body.Amount.Set == body.MaxAmount.Set {
@@ -114,7 +125,7 @@ func (s *Server) placeBid(ctx *fasthttp.RequestCtx, bidder int64) {
 		return
 	}
 	if s.forwarder != nil && ctx.UserValue(forwardedKey) == nil {
-		if forwarded, err := s.forwarder.forward(ctx, r.AuctionID, r.BidderID); forwarded {
+		if forwarded, err := s.forwarder.forward(ctx, r); forwarded {
 			if err != nil {
 				s.writeError(ctx, err)
 			}

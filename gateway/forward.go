@@ -108,9 +108,9 @@ var (
 // passed over for the next; one that took the bid and is slow is not: the
 // next owner would wait on the same stores, and the client is told the bid
 // may be decided.
-func (f *forwarder) forward(ctx *fasthttp.RequestCtx, auctionID, bidder int64) (bool, error) {
+func (f *forwarder) forward(ctx *fasthttp.RequestCtx, r bidgate.BidRequest) (bool, error) {
 	self := f.cluster.Self().Name
-	owners := f.cluster.Owners(auctionID, 2)
+	owners := f.cluster.Owners(r.AuctionID, 2)
 	if len(owners) == 0 {
 		return false, nil // no shard in view yet: serve here rather than fail
 	}
@@ -121,7 +121,7 @@ func (f *forwarder) forward(ctx *fasthttp.RequestCtx, auctionID, bidder int64) (
 		if !m.Verified {
 			continue
 		}
-		answer, err := f.send(ctx, m, auctionID, bidder)
+		answer, err := f.send(ctx, m, r)
 		switch {
 		case err == nil:
 			answer.writeTo(ctx)
@@ -156,14 +156,13 @@ func slow(err error) bool {
 	return errors.Is(err, fasthttp.ErrTimeout) || errors.As(err, &timeout) && timeout.Timeout()
 }
 
-// send has the owner to decide the bid of ctx. Bids travel in batches
-// (forward_batch.go); a large body, or an owner that does not take batches,
-// goes in a request of its own.
-func (f *forwarder) send(ctx *fasthttp.RequestCtx, to ring.Member, auctionID, bidder int64) (ownerAnswer, error) {
+// send has the owner to decide r, the bid of ctx. Bids travel in batches
+// (forward_batch.go); an owner that does not take batches is sent each
+// bid in a request of its own.
+func (f *forwarder) send(ctx *fasthttp.RequestCtx, to ring.Member, r bidgate.BidRequest) (ownerAnswer, error) {
 	// The body is read before Do returns: Do waits for the bid's answer.
-	bid := forwardedBid{AuctionID: auctionID, Subject: strconv.FormatInt(bidder, 10),
-		Key: string(ctx.Request.Header.Peek("Idempotency-Key")), Body: ctx.PostBody()}
-	if _, single := f.single.Load(to.Name); single || len(bid.Body) > maxBatchedBody {
+	bid := forwardedBid{bid: r, key: string(ctx.Request.Header.Peek("Idempotency-Key")), body: ctx.PostBody()}
+	if _, single := f.single.Load(to.Name); single {
 		return f.sendOne(to.InternalAddr, bid)
 	}
 	answer, err := f.batches.Do(context.Background(), targetOf(to), bid)
@@ -180,13 +179,13 @@ func (f *forwarder) sendOne(addr string, bid forwardedBid) (ownerAnswer, error) 
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
 	req.Header.SetMethod(fasthttp.MethodPost)
-	path := "/auctions/" + strconv.FormatInt(bid.AuctionID, 10) + "/bids"
+	path := "/auctions/" + strconv.FormatInt(bid.bid.AuctionID, 10) + "/bids"
 	req.SetRequestURI("http://" + addr + path)
 	req.Header.SetContentType("application/json")
-	req.Header.Set("Idempotency-Key", bid.Key)
-	req.SetBody(bid.Body)
+	req.Header.Set("Idempotency-Key", bid.key)
+	req.SetBody(bid.body)
 	req.Header.Set(headerHop, "1")
-	reqSig := f.signer.signRequest(req, path, bid.Subject)
+	reqSig := f.signer.signRequest(req, path, strconv.FormatInt(bid.bid.BidderID, 10))
 	start := time.Now()
 	err := f.client.Do(req, resp)
 	f.latency.Observe(time.Since(start).Seconds())

@@ -5,16 +5,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/google/uuid"
 	"github.com/panjf2000/ants/v2"
 	"github.com/valyala/fasthttp"
 
+	"bidgate"
 	"bidgate/internal/auth"
 	"bidgate/ring"
 )
@@ -23,19 +23,22 @@ import (
 // the same owner while its request is busy goes in the next one, with no
 // added delay. One request per bid cost a forwarding node a round trip,
 // two signatures and a nonce per bid: 31-36 % of its CPU in a flash sale.
+// A batch carries each bid as the forwarding node parsed and checked it,
+// so the owner decides it without reading the client's request again.
 const (
-	forwardPath = "/forwarded-bids" // the batch route of the internal endpoint
+	checkedPath = "/checked-bids" // the batch route of the internal endpoint
+	// legacyPath is the batch route of the previous version, which carried
+	// each client's body to be read again: still served, for forwarding
+	// nodes of that version during an upgrade.
+	legacyPath = "/forwarded-bids"
 	// forwardInFlight requests per owner at once, the second only for a
 	// full batch (batch.Batchers.InFlight). At a flash sale's rates a
 	// request's cost is mostly its wake-ups, whatever it carries: 16 lanes
 	// per owner with two requests each sent 1.2-2.5 bids a request, one
 	// request per owner 6-15.
 	forwardInFlight = 2
-	// maxForwardBatch bounds the bids of one request; maxBatchedBody the
-	// body of a bid that joins a batch, so that a full batch stays well
-	// under the internal endpoint's body limit (64 KiB by default).
+	// maxForwardBatch bounds the bids of one request.
 	maxForwardBatch = 64
-	maxBatchedBody  = 512
 )
 
 // forwardTarget is where a bid waits for its batch: an owner's incarnation
@@ -48,14 +51,47 @@ func targetOf(owner ring.Member) forwardTarget {
 	return forwardTarget{name: owner.Name, addr: owner.InternalAddr}
 }
 
-// forwardedBids is the body of POST /forwarded-bids.
-type forwardedBids struct {
-	Bids []forwardedBid `json:"bids"`
+// forwardedBid is a bid on its way to its owner: as this node parsed and
+// checked it, and the client's request for an owner that reads it again
+// (one without the batch route, sent the bid alone).
+type forwardedBid struct {
+	bid  bidgate.BidRequest
+	key  string // the client's Idempotency-Key
+	body []byte
 }
 
-// forwardedBid is one bid as the forwarding node received and checked it:
-// the bidder its token names, the client's Idempotency-Key and body.
-type forwardedBid struct {
+// checkedBids is the body of POST /checked-bids.
+type checkedBids struct {
+	Bids []checkedBid `json:"bids"`
+}
+
+// checkedBid is one bid of a batch: the bidder the forwarding node
+// authenticated, and the request it parsed and checked (parseBid).
+type checkedBid struct {
+	AuctionID int64         `json:"auctionId"`
+	BidderID  int64         `json:"bidderId"`
+	RequestID uuid.UUID     `json:"requestId"`
+	Amount    bidgate.Money `json:"amount"` // a proxy bid's maximum
+	Proxy     bool          `json:"proxy"`
+}
+
+func checkedOf(r bidgate.BidRequest) checkedBid {
+	return checkedBid{AuctionID: r.AuctionID, BidderID: r.BidderID, RequestID: r.RequestID,
+		Amount: bidgate.Money{Decimal: r.Amount, Set: true}, Proxy: r.Proxy}
+}
+
+func (c checkedBid) request() bidgate.BidRequest {
+	return bidgate.BidRequest{AuctionID: c.AuctionID, BidderID: c.BidderID, RequestID: c.RequestID,
+		Amount: c.Amount.Decimal, Proxy: c.Proxy}
+}
+
+// legacyBids is the body of POST /forwarded-bids, from a node of the
+// previous version: each bid as the client sent it.
+type legacyBids struct {
+	Bids []legacyBid `json:"bids"`
+}
+
+type legacyBid struct {
 	AuctionID int64          `json:"auctionId"`
 	Subject   string         `json:"subject"`
 	Key       string         `json:"idempotencyKey"`
@@ -113,12 +149,16 @@ func (f *forwarder) sendBatch(_ context.Context, to forwardTarget, bids []forwar
 		a, err := f.sendOne(to.addr, bids[0])
 		return []ownerAnswer{a}, err
 	}
-	body, err := json.Marshal(forwardedBids{Bids: bids})
+	batch := checkedBids{Bids: make([]checkedBid, len(bids))}
+	for i, b := range bids {
+		batch.Bids[i] = checkedOf(b.bid)
+	}
+	body, err := json.Marshal(batch)
 	if err != nil {
 		return nil, fmt.Errorf("forwarded bids: encode: %w", err)
 	}
 	start := time.Now()
-	resp, signed, err := f.postInternal(to.addr, forwardPath, body)
+	resp, signed, err := f.postInternal(to.addr, checkedPath, body)
 	f.latency.Observe(time.Since(start).Seconds())
 	defer fasthttp.ReleaseResponse(resp)
 	if err != nil {
@@ -182,31 +222,60 @@ func (f *forwarder) sendEach(addr string, bids []forwardedBid) []ownerAnswer {
 var errBatchSize = refuse(fasthttp.StatusBadRequest, "bad_batch",
 	fmt.Sprintf("a batch of forwarded bids holds 1 to %d bids", 4*maxForwardBatch))
 
-// internalBids serves POST /forwarded-bids on the internal endpoint
+// internalCheckedBids serves POST /checked-bids on the internal endpoint
 // (signedInternal checked it): each bid is decided as if forwarded alone,
 // all at once (the hot ones meet in their auction's batch), and the
 // answers go back in one signed answer.
-func (s *Server) internalBids(ctx *fasthttp.RequestCtx) {
-	var in forwardedBids
+func (s *Server) internalCheckedBids(ctx *fasthttp.RequestCtx) {
+	var in checkedBids
 	if err := decodeJSON(ctx, &in); err != nil {
 		s.writeError(ctx, err)
 		return
 	}
-	if len(in.Bids) == 0 || len(in.Bids) > 4*maxForwardBatch {
+	s.decideBatch(ctx, len(in.Bids), func(i int) (bidgate.BidRequest, error) { return in.Bids[i].request(), nil })
+}
+
+// internalLegacyBids serves POST /forwarded-bids, the batch route of the
+// previous version: as internalCheckedBids, each bid read from the
+// client's request as the public route reads it.
+func (s *Server) internalLegacyBids(ctx *fasthttp.RequestCtx) {
+	var in legacyBids
+	if err := decodeJSON(ctx, &in); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	s.decideBatch(ctx, len(in.Bids), func(i int) (bidgate.BidRequest, error) {
+		b := in.Bids[i]
+		bidder, err := auth.ParseSubject(b.Subject)
+		if err != nil {
+			return bidgate.BidRequest{}, errBadSubject
+		}
+		key, err := parseKey([]byte(b.Key))
+		if err != nil {
+			return bidgate.BidRequest{}, err
+		}
+		return readBid(b.AuctionID, key, bidder, b.Body)
+	})
+}
+
+// decideBatch decides the n bids of a batch, bid(i) each, all at once, and
+// answers ctx with their answers in order.
+func (s *Server) decideBatch(ctx *fasthttp.RequestCtx, n int, bid func(i int) (bidgate.BidRequest, error)) {
+	if n == 0 || n > 4*maxForwardBatch {
 		s.writeError(ctx, errBatchSize)
 		return
 	}
-	out := ownerAnswers{Answers: make([]ownerAnswer, len(in.Bids))}
+	out := ownerAnswers{Answers: make([]ownerAnswer, n)}
 	var wg sync.WaitGroup
-	for i, bid := range in.Bids[1:] {
+	for i := 1; i < n; i++ {
 		wg.Add(1)
 		s.deciders.run(func() {
 			defer wg.Done()
-			out.Answers[1+i] = s.decideForwarded(ctx.RemoteAddr(), bid)
+			out.Answers[i] = s.decideForwarded(bid(i))
 		})
 	}
 	// The first here: this goroutine's stack has grown already.
-	out.Answers[0] = s.decideForwarded(ctx.RemoteAddr(), in.Bids[0])
+	out.Answers[0] = s.decideForwarded(bid(0))
 	wg.Wait()
 	b, err := json.Marshal(out)
 	if err != nil {
@@ -250,47 +319,27 @@ func (d deciders) run(decide func()) {
 // being decided finishes on its own.
 func (d deciders) release() { d.pool.Release() }
 
-// decideForwarded serves one bid of a batch as internalBid serves a bid
-// forwarded alone, and returns its answer. The request is built in a
-// pooled context rather than copied into a fresh one: fasthttp's Init
-// copies a whole request into a zeroed context of several kilobytes, a
-// fifth of the bid's cost at the owner.
-func (s *Server) decideForwarded(remote net.Addr, bid forwardedBid) ownerAnswer {
+// decideForwarded decides one bid of a batch, r or its refusal err, as
+// internalBid decides a bid forwarded alone, and returns its answer. The
+// answer is written in a pooled context, of which only the response is
+// used: a fresh one is several kilobytes zeroed for every bid.
+func (s *Server) decideForwarded(r bidgate.BidRequest, err error) ownerAnswer {
+	outcome := "invalid"
+	defer s.observeBid(time.Now(), &outcome)
 	rc := forwardedCtxs.Get().(*fasthttp.RequestCtx)
 	defer func() {
-		rc.ResetUserValues()
-		rc.Request.Reset()
 		rc.Response.Reset()
 		forwardedCtxs.Put(rc)
 	}()
-	rc.Init2(remoteConn{remote: remote}, s.internal.Logger, true)
-	req := &rc.Request
-	req.Header.SetMethod(fasthttp.MethodPost)
-	req.SetRequestURI("/auctions/" + strconv.FormatInt(bid.AuctionID, 10) + "/bids")
-	req.Header.SetContentType("application/json")
-	req.Header.Set("Idempotency-Key", bid.Key)
-	req.SetBodyRaw(bid.Body) // the batch's body outlives the bid's decision
-	rc.SetUserValue("id", strconv.FormatInt(bid.AuctionID, 10))
-	rc.SetUserValue(forwardedKey, true)
-	if bidder, err := auth.ParseSubject(bid.Subject); err != nil {
-		s.writeError(rc, errBadSubject)
+	if err != nil {
+		s.writeError(rc, err)
 	} else {
-		s.placeBid(rc, bidder)
+		outcome = s.decideBid(rc, r)
 	}
 	return answerOf(&rc.Response.Header, rc.Response.StatusCode(), rc.Response.Body())
 }
 
-// forwardedCtxs are the contexts of forwarded bids, reused: no handler
+// forwardedCtxs hold the answers of forwarded bids, reused: no handler
 // keeps one past its answer (a bid's store calls run on a context of
 // their own).
 var forwardedCtxs = sync.Pool{New: func() any { return new(fasthttp.RequestCtx) }}
-
-// remoteConn is the only part of a connection a forwarded bid's context
-// reads, the forwarding node's address, as fasthttp's Init gives it.
-type remoteConn struct {
-	net.Conn
-	remote net.Addr
-}
-
-func (c remoteConn) RemoteAddr() net.Addr { return c.remote }
-func (c remoteConn) LocalAddr() net.Addr  { return &net.TCPAddr{} }

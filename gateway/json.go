@@ -20,7 +20,11 @@ import (
 // does not parse is invalid_amount. The Content-Type is not checked: the
 // body is JSON whatever a client labels it.
 func decodeJSON(ctx *fasthttp.RequestCtx, v any) error {
-	body := ctx.PostBody()
+	return decodeBody(ctx.PostBody(), v)
+}
+
+// decodeBody is decodeJSON of a body read already.
+func decodeBody(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return bidgate.InvalidInput("malformed_json", "request body is empty")
 	}

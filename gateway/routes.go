@@ -55,7 +55,8 @@ func (s *Server) publicRoutes() *router.Router {
 func (s *Server) internalRoutes() *router.Router {
 	r := s.newRouter()
 	r.POST("/auctions/{id}/bids", s.counted("internal_bid", s.signedInternal(s.internalBid)))
-	r.POST(forwardPath, s.counted("internal_bids", s.signedInternal(s.internalBids)))
+	r.POST(checkedPath, s.counted("internal_checked_bids", s.signedInternal(s.internalCheckedBids)))
+	r.POST(legacyPath, s.counted("internal_bids", s.signedInternal(s.internalLegacyBids)))
 	if s.tokens != nil {
 		r.POST(tokensPath, s.counted("internal_tokens", s.signedInternal(s.internalTokens)))
 	}
