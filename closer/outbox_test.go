@@ -354,6 +354,39 @@ func TestTwoOutboxRelays(t *testing.T) {
 	checkMessages(t, db, readTopic(t, broker.Addrs(), total))
 }
 
+// A relay vacuums the pending entries of the rows it published, every
+// VacuumEvery of them: deleted, they stay until a vacuum, autovacuum comes
+// once a minute at most, and every pass and backlog read steps over them.
+func TestOutboxRelayCleansWhatItPublished(t *testing.T) {
+	const n, every = 3000, 1000
+	db := newEnv(t, 4, Config{}).db
+	if _, err := db.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pageinspect`); err != nil {
+		t.Fatal(err)
+	}
+	insertEvents(t, db, n)
+	broker := startBroker(t, 0)
+	w := pkafka.NewWriter(broker.Addrs(), bidgate.TopicAuctionClosed, pkafka.Security{})
+	defer w.Close()
+	relay := persist.NewOutboxRelay(db, w, persist.OutboxConfig{BatchSize: 250, VacuumEvery: every}, nil)
+	for published := 0; published < n; {
+		k, err := relay.PublishPending(ctx)
+		if err != nil || k == 0 {
+			t.Fatalf("after %d of %d rows, a pass published %d (%v)", published, n, k, err)
+		}
+		published += k
+	}
+	// What a pass steps over: the entries in the index's leaf pages (a
+	// page's dead tuples themselves go whenever it is read).
+	entries := count(t, db, `SELECT coalesce(sum(s.live_items + s.dead_items), 0)::int
+  FROM generate_series(1, pg_relation_size('outbox_pending_pkey') / 8192 - 1) b,
+       LATERAL bt_page_stats('outbox_pending_pkey', b::int) s
+ WHERE s.type = 'l'`)
+	if entries >= every {
+		t.Fatalf("%d entries left in outbox_pending's index after %d rows published, vacuumed every %d", entries, n, every)
+	}
+	t.Logf("%d entries left in the index", entries)
+}
+
 // TestOneOutboxRelayListens: of the relays of one topic, only the one that
 // leads listens (every commit wakes it); the others poll. When the leader
 // stops, or its session ends as a crashed node's does, one of the others

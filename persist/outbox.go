@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,9 +32,13 @@ type OutboxConfig struct {
 	StandbyPoll time.Duration
 	// Gather is how long after a notification the relay lets others come
 	// before its pass (one pass for all of them).
-	Gather     time.Duration
-	MinBackoff time.Duration // first wait after a failure; zero: retry.Backoff's
-	MaxBackoff time.Duration // cap of the doubling waits; zero: retry.Backoff's
+	Gather time.Duration
+	// VacuumEvery is how many rows the relay marks published between two
+	// vacuums of the outbox's pending entries (pgstore.VacuumPending):
+	// each pass steps over the entries deleted since the last one.
+	VacuumEvery int
+	MinBackoff  time.Duration // first wait after a failure; zero: retry.Backoff's
+	MaxBackoff  time.Duration // cap of the doubling waits; zero: retry.Backoff's
 	// Signer signs every event with the event-signing key, so that a
 	// consumer holding the public key tells bidgate's events from forged
 	// ones (and cannot forge them). Nil signs nothing.
@@ -45,7 +50,7 @@ type OutboxConfig struct {
 // NewOutboxRelay fills a zero field from it.
 func DefaultOutboxConfig() OutboxConfig {
 	return OutboxConfig{Topic: bidgate.TopicAuctionClosed, BatchSize: 500, PollInterval: 500 * time.Millisecond, StandbyPoll: 2 * time.Second,
-		Gather: 20 * time.Millisecond, Log: slog.Default()}
+		Gather: 20 * time.Millisecond, VacuumEvery: 1000, Log: slog.Default()}
 }
 
 // withDefaults returns c with every zero field taken from
@@ -57,6 +62,7 @@ func (c OutboxConfig) withDefaults() OutboxConfig {
 	c.PollInterval = cmp.Or(c.PollInterval, d.PollInterval)
 	c.StandbyPoll = cmp.Or(c.StandbyPoll, d.StandbyPoll)
 	c.Gather = cmp.Or(c.Gather, d.Gather)
+	c.VacuumEvery = cmp.Or(c.VacuumEvery, d.VacuumEvery)
 	c.Log = cmp.Or(c.Log, d.Log)
 	return c
 }
@@ -73,6 +79,8 @@ type OutboxRelay struct {
 	w       Writer
 	cfg     OutboxConfig
 	metrics *outboxMetrics
+	// marked counts the rows marked published since the last vacuum.
+	marked atomic.Int64
 }
 
 // NewOutboxRelay returns a relay of db's outbox to w, with metrics on reg
@@ -155,7 +163,7 @@ func (r *OutboxRelay) PublishPending(ctx context.Context) (int, error) {
 				return fmt.Errorf("publish %d outbox rows (ids %d..%d) to %s: %w", len(msgs), ids[0], ids[len(ids)-1], r.cfg.Topic, err)
 			}
 		}
-		if err := store.MarkPublished(ctx, ids); err != nil {
+		if err := store.MarkPublished(ctx, r.cfg.Topic, ids); err != nil {
 			return err
 		}
 		n, delivered = len(ids), len(ids)-len(msgs)
@@ -174,6 +182,13 @@ func (r *OutboxRelay) PublishPending(ctx context.Context) (int, error) {
 	r.metrics.delivered.Add(float64(delivered))
 	if n > 0 {
 		r.metrics.batch.Observe(float64(n))
+	}
+	if r.marked.Add(int64(n)) >= int64(r.cfg.VacuumEvery) {
+		r.marked.Store(0)
+		// A pass's rows are published whatever becomes of the vacuum.
+		if err := (&pgstore.Store{DB: r.db}).VacuumPending(ctx); err != nil && ctx.Err() == nil {
+			r.cfg.Log.Warn("clean the outbox's published entries", "err", err)
+		}
 	}
 	return n, nil
 }

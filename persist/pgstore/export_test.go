@@ -2,8 +2,10 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"bidgate"
 )
@@ -44,3 +46,28 @@ var AssignAliasesSQL = assignAliasesSQL
 
 // CompareBidsSQL lets the tests read the comparison's plan.
 var CompareBidsSQL = compareBidsSQL
+
+// OutboxBacklogSQL and PublishedNoticesSQL let the tests read what the
+// relay's and the sweep's reads cost.
+var (
+	OutboxBacklogSQL    = outboxBacklogSQL
+	PublishedNoticesSQL = publishedNoticesSQL
+)
+
+// MigrateTo applies the migrations up to version last: the schema a
+// previous version left.
+func MigrateTo(ctx context.Context, db *pgxpool.Pool, last int) error {
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		if m.version > last {
+			break
+		}
+		if _, err := apply(ctx, db, m); err != nil {
+			return fmt.Errorf("migration %s: %w", m.name, err)
+		}
+	}
+	return nil
+}

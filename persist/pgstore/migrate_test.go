@@ -12,7 +12,7 @@ import (
 // Nodes starting together all migrate; the schema must come out once.
 func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	db, _ := testdb.New(t, 8)
-	if _, err := db.Exec(context.Background(), `DROP TABLE outbox, bid, auction, bidder_alias, notification, notification_read, notice_sweep, close_notice, schema_migrations`); err != nil {
+	if _, err := db.Exec(context.Background(), `DROP TABLE outbox, outbox_pending, bid, auction, bidder_alias, notification, notification_read, notice_sweep, close_notice, schema_migrations`); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup

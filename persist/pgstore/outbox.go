@@ -20,6 +20,8 @@ var (
 	outboxBacklogSQL string
 	//go:embed sql/prune_outbox.sql
 	pruneOutboxSQL string
+	//go:embed sql/vacuum_outbox_pending.sql
+	vacuumOutboxPendingSQL string
 	//go:embed sql/lead_outbox.sql
 	leadOutboxSQL string
 	//go:embed sql/unlock_outbox.sql
@@ -105,10 +107,19 @@ func (s *Store) PendingEvents(ctx context.Context, topic string, limit int) ([]E
 	return events, nil
 }
 
-// MarkPublished records that the outbox rows ids reached Kafka.
-func (s *Store) MarkPublished(ctx context.Context, ids []int64) error {
-	if _, err := s.DB.Exec(ctx, markPublishedSQL, ids); err != nil {
+// MarkPublished records that topic's outbox rows ids reached Kafka.
+func (s *Store) MarkPublished(ctx context.Context, topic string, ids []int64) error {
+	if _, err := s.DB.Exec(ctx, markPublishedSQL, topic, ids); err != nil {
 		return fmt.Errorf("mark %d outbox rows published: %w", len(ids), err)
+	}
+	return nil
+}
+
+// VacuumPending clears the outbox's pending entries of the rows marked
+// published since the last vacuum; s.DB must not be a transaction.
+func (s *Store) VacuumPending(ctx context.Context) error {
+	if _, err := s.DB.Exec(ctx, vacuumOutboxPendingSQL); err != nil {
+		return fmt.Errorf("vacuum outbox_pending: %w", err)
 	}
 	return nil
 }

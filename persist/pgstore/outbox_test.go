@@ -3,11 +3,14 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"bidgate"
 	"bidgate/internal/testdb"
@@ -176,4 +179,214 @@ SELECT 'auction-closed', i, '{}', clock_timestamp() FROM generate_series(1, 2000
 	if strings.Contains(plan, "Seq Scan on outbox") || !strings.Contains(plan, "outbox_pkey") {
 		t.Fatalf("pruning does not walk the outbox's primary key:\n%s", plan)
 	}
+}
+
+// The relays' reads cost what waits, not what was ever published: a
+// published row's entry in a partial index on published_at stayed, dead,
+// until a vacuum of the whole outbox, and every pass, backlog read and
+// notice sweep stepped over all of them.
+func TestOutboxReadsCostTheBacklogNotTheHistory(t *testing.T) {
+	ctx := context.Background()
+	db, _ := testdb.New(t, 4)
+	if _, err := db.Exec(ctx, `ALTER TABLE outbox SET (autovacuum_enabled = false)`); err != nil {
+		t.Fatal(err)
+	}
+	// A week of rows published, 20,000 here, in rounds: between them the
+	// relays vacuum outbox_pending, as small as the backlog; autovacuum
+	// comes rarely to the outbox, a week of rows.
+	s := &pgstore.Store{DB: db}
+	var last int64
+	for round := range 20 {
+		history := make([]pgstore.Event, 1000)
+		for i := range history {
+			history[i] = pgstore.Event{AggregateID: int64(i), Payload: fmt.Appendf(nil, `{"id": "n-%d-%d", "type": "outbid", "title": "%s"}`, round, i, strings.Repeat("lot ", 30))}
+		}
+		if err := s.AddEvents(ctx, bidgate.TopicBidNotifications, history); err != nil {
+			t.Fatal(err)
+		}
+		for n := -1; n != 0; {
+			err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+				store := &pgstore.Store{DB: tx}
+				events, err := store.PendingEvents(ctx, bidgate.TopicBidNotifications, 500)
+				if n = len(events); err != nil || n == 0 {
+					return err
+				}
+				ids := make([]int64, n)
+				for i, e := range events {
+					ids[i] = e.ID
+				}
+				last = ids[n-1]
+				return store.MarkPublished(ctx, bidgate.TopicBidNotifications, ids)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.VacuumPending(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waiting := []pgstore.Event{{AggregateID: 1, Payload: []byte(`{"id": "n-new"}`)}}
+	for _, topic := range []string{bidgate.TopicBidNotifications, bidgate.TopicAuctionClosed} {
+		if err := s.AddEvents(ctx, topic, waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Exec(ctx, "ANALYZE outbox, outbox_pending"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		read string
+		sql  string
+		args []any
+	}{
+		{"a relay's pass", pgstore.PendingOutboxSQL, []any{bidgate.TopicBidNotifications, 500}},
+		{"the backlog", pgstore.OutboxBacklogSQL, []any{bidgate.TopicBidNotifications}},
+		{"another topic's backlog", pgstore.OutboxBacklogSQL, []any{bidgate.TopicAuctionClosed}},
+		{"the notice sweep", pgstore.PublishedNoticesSQL, []any{bidgate.TopicBidNotifications, last, 10.0, 1000}},
+	} {
+		t.Run(tc.read, func(t *testing.T) {
+			plan, pages := pagesRead(t, db, tc.sql, tc.args...)
+			if pages > 40 {
+				t.Fatalf("%s read %d pages with one row waiting and 20,000 published:\n%s", tc.read, pages, plan)
+			}
+			t.Logf("%d pages", pages)
+		})
+	}
+}
+
+// An entry whose row has nothing left to send is handed out as delivered,
+// and marking it removes the entry and keeps the row as it is: a row a
+// previous version's relay published (it knows only published_at), and a
+// row deleted by hand.
+func TestPendingEventsWithNothingLeftToSend(t *testing.T) {
+	ctx := context.Background()
+	db, _ := testdb.New(t, 4)
+	s := &pgstore.Store{DB: db}
+	topic := bidgate.TopicAuctionClosed
+	events := []pgstore.Event{{AggregateID: 1, Payload: []byte(`{}`)}, {AggregateID: 2, Payload: []byte(`{}`)}, {AggregateID: 3, Payload: []byte(`{}`)}}
+	if err := s.AddEvents(ctx, topic, events); err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	rows, err := db.Query(ctx, `SELECT id FROM outbox ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil || len(ids) != 3 {
+		t.Fatalf("outbox ids %v, %v", ids, err)
+	}
+	const before = "2026-01-02 03:04:05+00"
+	if _, err := db.Exec(ctx, `UPDATE outbox SET published_at = $2 WHERE id = $1`, ids[0], before); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `DELETE FROM outbox WHERE id = $1`, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		store := &pgstore.Store{DB: tx}
+		got, err := store.PendingEvents(ctx, topic, 10)
+		if err != nil {
+			return err
+		}
+		if len(got) != 3 {
+			return fmt.Errorf("%d pending, want 3", len(got))
+		}
+		for i, want := range []bool{true, true, false} {
+			if got[i].ID != ids[i] || got[i].Delivered != want {
+				return fmt.Errorf("entry %d: id %d delivered %v, want id %d delivered %v", i, got[i].ID, got[i].Delivered, ids[i], want)
+			}
+		}
+		return store.MarkPublished(ctx, topic, ids)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending int
+	var kept bool
+	if err := db.QueryRow(ctx, `SELECT (SELECT count(*) FROM outbox_pending), (SELECT published_at = $2 FROM outbox WHERE id = $1)`, ids[0], before).Scan(&pending, &kept); err != nil {
+		t.Fatal(err)
+	}
+	if pending != 0 || !kept {
+		t.Fatalf("after marking: %d entries left, the earlier publication's time kept %v; want 0, true", pending, kept)
+	}
+}
+
+// The migration makes every row the previous version left unpublished
+// pending, and rows that version's statements add afterwards (during a
+// rolling upgrade) are pending too.
+func TestOutboxPendingMigration(t *testing.T) {
+	ctx := context.Background()
+	db, _ := testdb.New(t, 4)
+	if _, err := db.Exec(ctx, `DROP TABLE outbox, outbox_pending, bid, auction, bidder_alias, notification, notification_read, notice_sweep, close_notice, schema_migrations`); err != nil {
+		t.Fatal(err)
+	}
+	if err := pgstore.MigrateTo(ctx, db, 15); err != nil {
+		t.Fatal(err)
+	}
+	// The previous version's writes: rows published and not.
+	const previousInsert = `INSERT INTO outbox (topic, aggregate_id, payload, published_at) VALUES ($1, $2, '{}', $3)`
+	add := func(topic string, aggregate int64, published bool) {
+		t.Helper()
+		var at *time.Time
+		if published {
+			now := time.Now()
+			at = &now
+		}
+		if _, err := db.Exec(ctx, previousInsert, topic, aggregate, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(bidgate.TopicAuctionClosed, 1, true)
+	add(bidgate.TopicAuctionClosed, 2, false)
+	add(bidgate.TopicBidNotifications, 3, false)
+	if _, err := pgstore.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	add(bidgate.TopicAuctionCancelled, 4, false)
+	add(bidgate.TopicAuctionCancelled, 5, true)
+	rows, err := db.Query(ctx, `SELECT p.topic, o.aggregate_id FROM outbox_pending p JOIN outbox o USING (id) ORDER BY o.aggregate_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var topic string
+		var aggregate int64
+		err := r.Scan(&topic, &aggregate)
+		return fmt.Sprint(topic, " ", aggregate), err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{bidgate.TopicAuctionClosed + " 2", bidgate.TopicBidNotifications + " 3", bidgate.TopicAuctionCancelled + " 4"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("pending %v, want %v", got, want)
+	}
+}
+
+var pagesOf = regexp.MustCompile(`Buffers: shared(?: hit=(\d+))?(?: read=(\d+))?`)
+
+// pagesRead runs sql with args under EXPLAIN (ANALYZE, BUFFERS) and returns
+// the plan and the pages its top node touched, in the cache or not.
+func pagesRead(t *testing.T, db *pgxpool.Pool, sql string, args ...any) (string, int) {
+	t.Helper()
+	lines := explain(t, db, "(ANALYZE, BUFFERS) "+sql, args...)
+	for _, l := range lines {
+		if m := pagesOf.FindStringSubmatch(l); m != nil {
+			pages := 0
+			for _, n := range m[1:] {
+				if n == "" {
+					continue
+				}
+				v, err := strconv.Atoi(n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pages += v
+			}
+			return strings.Join(lines, "\n"), pages
+		}
+	}
+	t.Fatalf("no buffer counts in the plan:\n%s", strings.Join(lines, "\n"))
+	return "", 0
 }

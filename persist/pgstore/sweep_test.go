@@ -39,7 +39,7 @@ func TestUnstoredNoticesStopAtTheFirstUnsettledRow(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if _, err := db.Exec(ctx, `DELETE FROM outbox`); err != nil {
+			if _, err := db.Exec(ctx, `DELETE FROM outbox; DELETE FROM outbox_pending`); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := db.Exec(ctx, `UPDATE notice_sweep SET swept_upto = 0`); err != nil {

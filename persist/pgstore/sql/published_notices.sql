@@ -14,7 +14,7 @@ WITH next AS (
       FROM outbox o
      WHERE o.topic = $1
        AND o.id > $2
-       AND o.id < coalesce((SELECT min(u.id) FROM outbox u WHERE u.published_at IS NULL AND u.topic = $1), 9223372036854775807)
+       AND o.id < coalesce((SELECT min(p.id) FROM outbox_pending p WHERE p.topic = $1), 9223372036854775807)
      ORDER BY o.id
      LIMIT $4
 )
