@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -57,17 +56,6 @@ var (
 // MigrateTo applies the migrations up to version last: the schema a
 // previous version left.
 func MigrateTo(ctx context.Context, db *pgxpool.Pool, last int) error {
-	ms, err := migrations()
-	if err != nil {
-		return err
-	}
-	for _, m := range ms {
-		if m.version > last {
-			break
-		}
-		if _, err := apply(ctx, db, m); err != nil {
-			return fmt.Errorf("migration %s: %w", m.name, err)
-		}
-	}
-	return nil
+	_, err := migrateTo(ctx, db, last)
+	return err
 }

@@ -5,6 +5,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,12 +58,20 @@ func migrations() ([]migration, error) {
 // own transaction. It is idempotent and safe to run from many nodes at once.
 // It returns the versions it applied.
 func Migrate(ctx context.Context, db *pgxpool.Pool) ([]int, error) {
+	return migrateTo(ctx, db, math.MaxInt)
+}
+
+// migrateTo is Migrate up to version last.
+func migrateTo(ctx context.Context, db *pgxpool.Pool, last int) ([]int, error) {
 	ms, err := migrations()
 	if err != nil {
 		return nil, err
 	}
 	var applied []int
 	for _, m := range ms {
+		if m.version > last {
+			break
+		}
 		done, err := apply(ctx, db, m)
 		if err != nil {
 			return applied, fmt.Errorf("migration %s: %w", m.name, err)

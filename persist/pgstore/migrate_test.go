@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"bidgate/internal/testdb"
 	"bidgate/persist/pgstore"
 )
@@ -12,9 +14,7 @@ import (
 // Nodes starting together all migrate; the schema must come out once.
 func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	db, _ := testdb.New(t, 8)
-	if _, err := db.Exec(context.Background(), `DROP TABLE outbox, outbox_pending, bid, auction, bidder_alias, notification, notification_read, notice_sweep, close_notice, schema_migrations`); err != nil {
-		t.Fatal(err)
-	}
+	dropSchema(t, db)
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	applied := make([][]int, 4)
@@ -48,5 +48,13 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	}
 	if again, err := pgstore.Migrate(context.Background(), db); err != nil || len(again) != 0 {
 		t.Fatalf("a later Migrate applied %v (err %v), want nothing", again, err)
+	}
+}
+
+// dropSchema leaves db as a database no migration has touched.
+func dropSchema(t *testing.T, db *pgxpool.Pool) {
+	t.Helper()
+	if _, err := db.Exec(context.Background(), `DROP TABLE outbox, outbox_pending, bid, auction, bidder_alias, notification, notification_read, notice_sweep, close_notice, schema_migrations`); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -318,9 +318,7 @@ func TestPendingEventsWithNothingLeftToSend(t *testing.T) {
 func TestOutboxPendingMigration(t *testing.T) {
 	ctx := context.Background()
 	db, _ := testdb.New(t, 4)
-	if _, err := db.Exec(ctx, `DROP TABLE outbox, outbox_pending, bid, auction, bidder_alias, notification, notification_read, notice_sweep, close_notice, schema_migrations`); err != nil {
-		t.Fatal(err)
-	}
+	dropSchema(t, db)
 	if err := pgstore.MigrateTo(ctx, db, 15); err != nil {
 		t.Fatal(err)
 	}
