@@ -440,8 +440,6 @@ func TestLoadOrCreateKey(t *testing.T) {
 	}
 }
 
-// BenchmarkVerify is the cost of verifying one bid's bearer token, by
-// algorithm: what every authenticated request pays.
 // BenchmarkVerify is the cost of authenticating one bid: cold (the
 // signature checked, as for a token's first request) and warm (cached).
 func BenchmarkVerify(b *testing.B) {
