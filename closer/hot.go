@@ -140,11 +140,14 @@ func (c *Closer) persistAll(ctx context.Context, tx pgx.Tx, a pgstore.DueHot, n 
 	if err := c.rdb.WaitReplicated(ctx, a.ID); err != nil {
 		return false, err
 	}
-	positions, inserted, err := pgstore.WriteHotBids(ctx, tx, bids)
+	// The closing transaction goes on locking: the notices go through the
+	// outbox rather than under the notices' lock.
+	w, err := pgstore.WriteHotBids(ctx, tx, bids, pgstore.QueueOutbidNotices)
 	if err != nil {
 		return false, fmt.Errorf("persist the bids of auction %d: %w", a.ID, err)
 	}
-	c.metrics.persistedAtClose.Add(float64(inserted))
+	positions := w.Positions
+	c.metrics.persistedAtClose.Add(float64(w.Inserted))
 	if positions[a.ID] < n {
 		c.unsettled.Fail(fmt.Errorf("auction %d: %d bids, %d in PostgreSQL", a.ID, n, positions[a.ID]))
 		c.cfg.Log.Debug("hot auction ended but not all its bids are in PostgreSQL or its Redis log; not settling it",

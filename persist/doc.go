@@ -2,7 +2,8 @@
 // at least once and idempotently, each pipeline on the one retry.Loop:
 //
 //	Relay       a hot auction's Redis log -> Kafka bid-accepted
-//	Persister   Kafka bid-accepted -> PostgreSQL (pgstore.WriteHotBids)
+//	Persister   Kafka bid-accepted -> PostgreSQL (pgstore.WriteHotBids),
+//	            with their outbid notices, then pushed on Redis
 //	Reconciler  a hot auction's Redis log -> PostgreSQL, for what Kafka lost
 //	OutboxRelay PostgreSQL's outbox -> Kafka auction-closed
 //

@@ -105,7 +105,7 @@ func TestOutboxNotifiesOnlyItsTopic(t *testing.T) {
 		{name: "a cold bid that outbids", topic: bidgate.TopicBidNotifications,
 			setup: func() { cold = auction(false); bid(cold, 1, 110) },
 			act:   func() { bid(cold, 2, 120) }},
-		{name: "hot rows that outbid", topic: bidgate.TopicBidNotifications,
+		{name: "hot rows that outbid, notices queued", topic: bidgate.TopicBidNotifications,
 			setup: func() {
 				a := auction(true)
 				bid(a, 1, 110)
@@ -118,7 +118,7 @@ func TestOutboxNotifiesOnlyItsTopic(t *testing.T) {
 			},
 			act: func() {
 				err := pgstore.InTx(ctx, db, func(tx pgx.Tx) error {
-					_, _, err := pgstore.WriteHotBids(ctx, tx, logged)
+					_, err := pgstore.WriteHotBids(ctx, tx, logged, pgstore.QueueOutbidNotices)
 					return err
 				})
 				if err != nil {

@@ -285,7 +285,7 @@ func TestReconcilerTrimsOnlyPastMatchingRows(t *testing.T) {
 	p.place(a, 45, 1800)
 	forged := forgedFrom(p.logEntry(a.ID, 2), 666, "1600.00")
 	err := pgx.BeginFunc(context.Background(), p.db, func(tx pgx.Tx) error {
-		_, _, err := pgstore.WriteHotBids(context.Background(), tx, []bidgate.BidAccepted{p.logEntry(a.ID, 1), forged, p.logEntry(a.ID, 3)})
+		_, err := pgstore.WriteHotBids(context.Background(), tx, []bidgate.BidAccepted{p.logEntry(a.ID, 1), forged, p.logEntry(a.ID, 3)}, pgstore.StoreOutbidNotices)
 		return err
 	})
 	if err != nil {

@@ -100,9 +100,9 @@ func (n *Notifier) Run(ctx context.Context) error {
 }
 
 // deliver stores a batch's valid notices and publishes the new ones.
-// Most notices come twice (an outbid from the relay's fast path and from
-// its row's outbox copy; a close's from the closer, which stores them
-// itself): a message whose id is stored already changes nothing, so its
+// Many notices come twice (a close's from the closer, which stores them
+// itself; a hot outbid the previous version's relay sent, which the row's
+// writer stores): a message whose id is stored already changes nothing, so its
 // signature is not checked (Ed25519 verification is the notifier's main
 // cost); every message that could be stored is verified first.
 func (n *Notifier) deliver(ctx context.Context, msgs []kafka.Message) error {

@@ -197,18 +197,17 @@ func (p *pipeline) storedNotices(user int64) []string {
 }
 
 // A hot bid that takes the lead tells the leader it replaced: the Redis log
-// entry names them, the persister writes the notice with the row, the
-// outbox relay and the notifier deliver it. A proxy leader overtaken by a
-// higher maximum is told with their own maximum; a bid the leader's proxy
-// answered replaced nobody.
+// entry names them, and the persister stores the notice with the row and
+// pushes it, with no outbox row, Kafka message or notifier on the way. A
+// proxy leader overtaken by a higher maximum is told with their own
+// maximum; a bid the leader's proxy answered replaced nobody.
 func TestHotOutbidNoticesComeWithTheirRows(t *testing.T) {
 	p := newPipeline(t)
-	w := kafka.NewWriter(p.broker.Addrs(), bidgate.TopicBidNotifications, kafka.Security{})
-	p.closeAtEnd("writer", w.Close)
-	p.run(persist.NewOutboxRelay(p.db, w, persist.OutboxConfig{Topic: bidgate.TopicBidNotifications}, prometheus.NewRegistry()).Run)
 	p.run(p.relay(persist.RelayConfig{}).Run)
-	p.run(p.persister("persister").Run)
-	p.notifier(nil)
+	reg := prometheus.NewRegistry()
+	r := kafka.NewReader(p.broker.Addrs(), bidgate.TopicBidAccepted, "persister", kafka.Security{})
+	p.closeAtEnd("reader", r.Close)
+	p.run(persist.NewPersister(p.db, p.rdb, r, persist.PersisterConfig{}, reg).Run)
 
 	a := p.auction() // hot, at 1000 rising by 100
 	const alice, bob, carol, dave, eve = 8_100_001, 8_100_002, 8_100_003, 8_100_004, 8_100_005
@@ -244,38 +243,22 @@ func TestHotOutbidNoticesComeWithTheirRows(t *testing.T) {
 		}
 	}
 	// Carol's notice came with row 6, so rows 1-6 are in PostgreSQL: had
-	// row 4 told dave anything, it would be in the outbox.
-	var told int
-	if err := p.db.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE topic = 'bid-notifications' AND aggregate_id = ANY($1)`,
-		[]int64{dave, eve}).Scan(&told); err != nil {
+	// row 4 told dave anything, it would be stored.
+	for _, u := range []int64{alice, bob, carol, dave, eve} {
+		want := map[int64]int{alice: 1, bob: 1, carol: 1}[u]
+		if got := p.storedNotices(u); len(got) != want {
+			t.Fatalf("user %d has notices %v, want %d", u, got, want)
+		}
+	}
+	var queued int
+	if err := p.db.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE topic = 'bid-notifications'`).Scan(&queued); err != nil {
 		t.Fatal(err)
 	}
-	if told != 0 {
-		t.Fatalf("%d notices to dave or eve, who were never replaced", told)
+	if queued != 0 {
+		t.Fatalf("%d notices in the outbox; the persister stores them itself", queued)
 	}
-}
-
-// The relay tells a replaced leader straight from the Redis log, before
-// the bid reaches PostgreSQL: here no persister runs at all.
-func TestRelayTellsTheReplacedLeaderFirst(t *testing.T) {
-	p := newPipeline(t)
-	signer, verifier := eventKeys(t, "0123456789abcdef0123456789abcdef")
-	notices := kafka.NewWriter(p.broker.Addrs(), bidgate.TopicBidNotifications, kafka.Security{})
-	p.closeAtEnd("writer", notices.Close)
-	p.run(p.relay(persist.RelayConfig{Signer: signer, Notices: notices}).Run)
-	p.notifier(verifier)
-
-	a := p.auction() // hot, at 1000 rising by 100
-	const alice, bob = 8_200_001, 8_200_002
-	ch := p.subscribe(alice)
-	p.place(a, alice, 1100)
-	p.place(a, bob, 1200)
-	n := nextNotice(t, ch)
-	if n.ID != fmt.Sprintf("outbid-%d-2", a.ID) || n.Price != "1200.00" || n.MaxAmount != "1100.00" || n.Title != "hot" {
-		t.Fatalf("alice was told %+v", n)
-	}
-	if rows := p.bidRows(`auction_id = $1`, a.ID); rows != 0 {
-		t.Fatalf("%d bid rows: the notice was to come before any", rows)
+	if v := testmetrics.Value(t, reg, "bidgate_persister_notices_stored_total"); v != 3 {
+		t.Fatalf("bidgate_persister_notices_stored_total %v, want 3", v)
 	}
 }
 

@@ -75,6 +75,10 @@ func (c PersisterConfig) withDefaults() PersisterConfig {
 // message says is written only when the Redis log says the same
 // (checkAgainstLog), so a validly signed message cannot replace a bid.
 // While Redis does not answer, batches wait.
+//
+// A new row that took the lead brings its outbid notice: stored in the
+// row's transaction (so as durable as the bid, and no trip through the
+// outbox, Kafka and the notifier), then pushed to its user.
 type Persister struct {
 	db      *pgxpool.Pool
 	rdb     *redisstore.Store
@@ -84,6 +88,7 @@ type Persister struct {
 	// rejectLog and conflictLog log dropped messages at most every 10 s
 	// each: a flood of forged messages must not become a flood of log lines.
 	rejectLog, conflictLog rate.Sometimes
+	noticeLog              rate.Sometimes // failed pushes of notices
 
 	// afterInsert, when set (tests), runs after the transaction committed
 	// and before the offsets are; an error stops Run there.
@@ -94,7 +99,8 @@ type Persister struct {
 func NewPersister(db *pgxpool.Pool, rdb redis.UniversalClient, r Reader, cfg PersisterConfig, reg prometheus.Registerer) *Persister {
 	cfg = cfg.withDefaults()
 	return &Persister{db: db, rdb: redisstore.New(rdb), r: r, cfg: cfg, metrics: newPersisterMetrics(reg),
-		rejectLog: rate.Sometimes{Interval: 10 * time.Second}, conflictLog: rate.Sometimes{Interval: 10 * time.Second}}
+		rejectLog: rate.Sometimes{Interval: 10 * time.Second}, conflictLog: rate.Sometimes{Interval: 10 * time.Second},
+		noticeLog: rate.Sometimes{Interval: 10 * time.Second}}
 }
 
 // Run persists batches until ctx ends, and returns nil then. Nothing stops
@@ -214,24 +220,46 @@ func (p *Persister) persist(ctx context.Context, msgs []kafka.Message) error {
 	if len(bids) == 0 {
 		return nil
 	}
-	var positions map[int64]int64
+	var w pgstore.HotWrite
 	err = pgstore.InTx(ctx, p.db, func(tx pgx.Tx) (err error) {
-		positions, _, err = pgstore.WriteHotBids(ctx, tx, bids)
+		w, err = pgstore.WriteHotBids(ctx, tx, bids, pgstore.StoreOutbidNotices)
 		return err
 	})
 	if err != nil {
 		p.metrics.errors.WithLabelValues("postgres").Inc()
 		return err
 	}
-	if err := p.recordPersisted(ctx, positions); err != nil {
+	p.push(ctx, w.Notices)
+	if err := p.recordPersisted(ctx, w.Positions); err != nil {
 		// Only re-feeding and trimming wait on this; the reconciler records
 		// the positions again.
-		p.cfg.Log.Warn("recording persisted positions in Redis failed", "auctions", len(positions), "err", err)
+		p.cfg.Log.Warn("recording persisted positions in Redis failed", "auctions", len(w.Positions), "err", err)
 	}
 	p.metrics.persisted.Add(float64(len(bids)))
 	p.metrics.batchDuration.Observe(time.Since(start).Seconds())
 	p.metrics.batchSize.Observe(float64(len(msgs)))
 	return nil
+}
+
+// push counts the outbid notices the batch stored and sends them to their
+// users' channels, best effort: a user not listening, or listening while
+// Redis fails, reads them from the list.
+func (p *Persister) push(ctx context.Context, notices []bidgate.Notice) {
+	if len(notices) == 0 {
+		return
+	}
+	now := time.Now()
+	for _, n := range notices {
+		p.metrics.noticeLag.Observe(now.Sub(n.At).Seconds())
+	}
+	p.metrics.notices.Add(float64(len(notices)))
+	if err := p.rdb.PublishNotices(ctx, notices); err != nil {
+		p.metrics.errors.WithLabelValues("redis").Inc()
+		p.noticeLog.Do(func() {
+			p.cfg.Log.Warn("publishing outbid notices failed; their users read them from the list (logged at most every 10s)",
+				"notices", len(notices), "err", err)
+		})
+	}
 }
 
 // reject counts a dropped message and logs it, rate-limited.
@@ -258,6 +286,8 @@ type persisterMetrics struct {
 	rejected, conflicts      *prometheus.CounterVec
 	errors                   *prometheus.CounterVec
 	batchSize, batchDuration prometheus.Histogram
+	notices                  prometheus.Counter
+	noticeLag                prometheus.Histogram
 }
 
 func newPersisterMetrics(reg prometheus.Registerer) *persisterMetrics {
@@ -278,6 +308,11 @@ func newPersisterMetrics(reg prometheus.Registerer) *persisterMetrics {
 		batchDuration: f.NewHistogram(prometheus.HistogramOpts{
 			Name: "bidgate_persister_batch_duration_seconds", Help: "Time to write one batch to PostgreSQL.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 12)}),
+		notices: f.NewCounter(prometheus.CounterOpts{
+			Name: "bidgate_persister_notices_stored_total", Help: "Outbid notices stored with their hot rows (each once); the notifier's bidgate_notices_stored_total counts the others."}),
+		noticeLag: f.NewHistogram(prometheus.HistogramOpts{
+			Name: "bidgate_persister_notice_lag_seconds", Help: "From a hot bid's acceptance (Redis time) to the outbid notice it caused stored with its row.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
 	}
 	return m
 }

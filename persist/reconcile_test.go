@@ -48,7 +48,8 @@ func TestPersistedPositionIsContiguous(t *testing.T) {
 		}
 		var got map[int64]int64
 		err := pgx.BeginFunc(context.Background(), p.db, func(tx pgx.Tx) (err error) {
-			got, _, err = pgstore.WriteHotBids(context.Background(), tx, bids)
+			w, err := pgstore.WriteHotBids(context.Background(), tx, bids, pgstore.QueueOutbidNotices)
+			got = w.Positions
 			return err
 		})
 		if err != nil {
@@ -178,7 +179,7 @@ func TestReconcilerRacedByAnotherWriterReportsNoLoss(t *testing.T) {
 			bids = append(bids, p.logEntry(a.ID, seq))
 		}
 		if err := pgx.BeginFunc(context.Background(), p.db, func(tx pgx.Tx) error {
-			_, _, err := pgstore.WriteHotBids(context.Background(), tx, bids)
+			_, err := pgstore.WriteHotBids(context.Background(), tx, bids, pgstore.QueueOutbidNotices)
 			return err
 		}); err != nil {
 			t.Fatal(err)

@@ -384,7 +384,8 @@ func (r *Reconciler) repair(ctx context.Context, due []*logHead) (int64, error) 
 		var positions map[int64]int64
 		var inserted int64
 		err = pgstore.InTx(ctx, r.db, func(tx pgx.Tx) (err error) {
-			positions, inserted, err = pgstore.WriteHotBids(ctx, tx, bids)
+			w, err := pgstore.WriteHotBids(ctx, tx, bids, pgstore.QueueOutbidNotices)
+			positions, inserted = w.Positions, w.Inserted
 			return err
 		})
 		if err != nil {

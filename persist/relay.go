@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -39,7 +37,7 @@ type RelayConfig struct {
 	// bids accepted meanwhile go out together, under one signature and in
 	// one produce request per partition, instead of a pass for each of the
 	// shard's batches, each woken by Notify. It delays persistence and the
-	// fast-path outbid notice by as much, never a bid's answer.
+	// outbid notices stored with it by as much, never a bid's answer.
 	Gather time.Duration
 	// Refeed is how long an auction's persisted position may stand still
 	// behind its newest log entry before the relay assumes Kafka lost what
@@ -62,11 +60,6 @@ type RelayConfig struct {
 	// Signer signs every message with the event-signing key: persisters
 	// drop what they cannot verify. Nil signs nothing (an insecure cluster).
 	Signer *pkafka.Signer
-	// Notices, when set, gets an outbid notice (topic bid-notifications)
-	// for each produced entry that took the lead from someone: the fast
-	// path to the user. Best effort: the writer of the row adds the same
-	// notice (same id) to the outbox in its transaction, the durable path.
-	Notices Writer
 	// Replication, when it asks for replicas (--redis-wait-replicas),
 	// makes the relay hand on only log entries the replicas hold: an entry
 	// whose batch was never acknowledged is gone after a failover.
@@ -113,8 +106,6 @@ type Relay struct {
 	cfg     RelayConfig
 	metrics *relayMetrics
 	wake    chan struct{}
-
-	titles map[int64]string // auction titles, for notices (a title never changes)
 
 	mu        sync.Mutex
 	stalled   map[int64]stall // auction -> its persisted position and since when it has not moved
@@ -233,7 +224,6 @@ func (r *Relay) relayOnce(ctx context.Context) (produced int, full bool, err err
 	}
 	var msgs []kafka.Message
 	var advance []redisstore.Relayed
-	var outbid []bidgate.BidAccepted
 	for i, v := range due {
 		for _, b := range logs[i] {
 			if b.Seq <= v.Persisted {
@@ -244,9 +234,6 @@ func (r *Relay) relayOnce(ctx context.Context) (produced int, full bool, err err
 				return 0, false, err
 			}
 			msgs = append(msgs, m)
-			if b.Outbid != 0 {
-				outbid = append(outbid, b)
-			}
 		}
 		full = full || len(logs[i]) >= r.cfg.Batch
 		if n := len(logs[i]); n > 0 {
@@ -262,7 +249,6 @@ func (r *Relay) relayOnce(ctx context.Context) (produced int, full bool, err err
 		if err := r.w.WriteMessages(ctx, msgs...); err != nil {
 			return 0, false, fmt.Errorf("produce %d bids: %w", len(msgs), err)
 		}
-		r.tell(ctx, outbid)
 	}
 	for _, v := range due {
 		if r.afterProduce != nil {
@@ -425,53 +411,6 @@ func withEntries(ranges []redisstore.LogRange, logs [][]bidgate.BidAccepted) []i
 	return ids
 }
 
-// tell produces the outbid notices of entries just produced (the fast
-// path, see RelayConfig.Notices); a failure is counted and left to the
-// outbox's copy.
-func (r *Relay) tell(ctx context.Context, outbid []bidgate.BidAccepted) {
-	if r.cfg.Notices == nil || len(outbid) == 0 {
-		return
-	}
-	var missing []int64
-	for _, b := range outbid {
-		if _, ok := r.titles[b.AuctionID]; !ok && !slices.Contains(missing, b.AuctionID) {
-			missing = append(missing, b.AuctionID)
-		}
-	}
-	if len(missing) > 0 {
-		titles, err := r.db.Titles(ctx, missing)
-		if err != nil {
-			r.metrics.noticeErrors.Inc()
-			return
-		}
-		if r.titles == nil || len(r.titles) > maxTitles {
-			r.titles = map[int64]string{}
-		}
-		maps.Copy(r.titles, titles)
-	}
-	msgs := make([]kafka.Message, 0, len(outbid))
-	for _, b := range outbid {
-		title, ok := r.titles[b.AuctionID]
-		if !ok {
-			continue // not in PostgreSQL: the row cannot be written either
-		}
-		n := bidgate.Notice{ID: bidgate.NoticeID(bidgate.NoticeOutbid, b.AuctionID, b.Outbid, b.Seq), Type: bidgate.NoticeOutbid,
-			UserID: b.Outbid, AuctionID: b.AuctionID, Title: title, Price: b.Amount, MaxAmount: b.OutbidMax, At: b.AcceptedAt}
-		v, err := json.Marshal(n)
-		if err != nil {
-			continue
-		}
-		msgs = append(msgs, kafka.Message{Key: []byte(strconv.FormatInt(n.UserID, 10)), Value: v})
-	}
-	r.cfg.Signer.SignBatch(msgs, bidgate.TopicBidNotifications)
-	if err := r.cfg.Notices.WriteMessages(ctx, msgs...); err != nil {
-		r.metrics.noticeErrors.Inc()
-	}
-}
-
-// maxTitles bounds the relay's title cache; past it, it starts over.
-const maxTitles = 10000
-
 // bidMessage is a bid-accepted message keyed by auction id, to be signed
 // with its batch.
 func bidMessage(b bidgate.BidAccepted) (kafka.Message, error) {
@@ -485,7 +424,6 @@ func bidMessage(b bidgate.BidAccepted) (kafka.Message, error) {
 type relayMetrics struct {
 	relayed, passes, errors, refeeds, refeedBids prometheus.Counter
 	stuck                                        prometheus.Gauge
-	noticeErrors                                 prometheus.Counter
 	lag                                          prometheus.Gauge
 }
 
@@ -504,8 +442,6 @@ func newRelayMetrics(reg prometheus.Registerer) *relayMetrics {
 			Name: "bidgate_relay_stuck_auctions", Help: "Hot auctions re-fed twice or more at one persisted position with no progress: PostgreSQL does not take their bids (alert when above 0); their re-feeds back off to one per 10 minutes."}),
 		refeedBids: f.NewCounter(prometheus.CounterOpts{
 			Name: "bidgate_relay_refeed_bids_total", Help: "Bids behind the persisted position when the relay re-fed (how much PostgreSQL lagged)."}),
-		noticeErrors: f.NewCounter(prometheus.CounterOpts{
-			Name: "bidgate_relay_notice_errors_total", Help: "Passes whose outbid notices the relay could not produce at once (the outbox's copy follows)."}),
 		lag: f.NewGauge(prometheus.GaugeOpts{
 			Name: "bidgate_relay_lag_seconds", Help: "Largest gap, in Redis time, between an auction's newest log entry and its relayed cursor."}),
 	}

@@ -211,7 +211,7 @@ func TestLostRedisStateKeepsTheHiddenMaximum(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := pgstore.WriteHotBids(ctx, tx, log); err != nil {
+	if _, err := pgstore.WriteHotBids(ctx, tx, log, pgstore.StoreOutbidNotices); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err != nil {

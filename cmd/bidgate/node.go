@@ -217,9 +217,7 @@ func (n *node) createTopics(ctx context.Context) {
 func (n *node) bidRelay(members *ring.Ring) *persist.Relay {
 	w := kafka.NewWriter(n.brokers, bidgate.TopicBidAccepted, n.kafkaSec)
 	n.cleanup = append(n.cleanup, func() { w.Close() })
-	notices := kafka.NewWriter(n.brokers, bidgate.TopicBidNotifications, n.kafkaSec)
-	n.cleanup = append(n.cleanup, func() { notices.Close() })
-	cfg := persist.RelayConfig{Signer: n.signer, Replication: n.cfg.Shard.Replication, Notices: notices, Log: n.log}
+	cfg := persist.RelayConfig{Signer: n.signer, Replication: n.cfg.Shard.Replication, Log: n.log}
 	if n.cfg.Roles[roleShard] {
 		cfg.Owns = func(id int64) bool {
 			owner, ok := members.Owner(id)

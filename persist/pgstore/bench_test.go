@@ -44,12 +44,16 @@ func BenchmarkCompareBids(b *testing.B) {
 // BenchmarkWriteHotBids is the persister's transaction for a batch of 48
 // new hot bids over 4 auctions (lock the rows, insert the bids, advance the
 // persisted positions), each bid taking the lead from the one before: with
-// its outbid notice written to the outbox, as in a flash sale, or without.
-// It reports the transaction's wall time per bid, client and server
-// together on one connection.
+// its outbid notice stored (the persister's, as in a flash sale) or queued
+// in the outbox (the closer's), or without. It reports the transaction's
+// wall time per bid, client and server together on one connection.
 func BenchmarkWriteHotBids(b *testing.B) {
-	for _, notices := range []bool{false, true} {
-		b.Run("notices="+strconv.FormatBool(notices), func(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		outbid  bool
+		notices pgstore.OutbidNotices
+	}{{"notices=none", false, pgstore.StoreOutbidNotices}, {"notices=stored", true, pgstore.StoreOutbidNotices}, {"notices=queued", true, pgstore.QueueOutbidNotices}} {
+		b.Run(c.name, func(b *testing.B) {
 			ctx := context.Background()
 			db, _ := testdb.New(b, 2)
 			s := &pgstore.Store{DB: db}
@@ -77,16 +81,16 @@ func BenchmarkWriteHotBids(b *testing.B) {
 						n := seq[a]
 						bid := bidgate.BidAccepted{AuctionID: a, BidderID: 1000 + n, Amount: strconv.FormatInt(100+n, 10) + ".00",
 							RequestID: uuid.NewString(), Seq: n, AcceptedAt: now, EndTime: now.Add(time.Hour), StreamID: strconv.FormatInt(n, 10) + "-0"}
-						if notices && n > 1 {
+						if c.outbid && n > 1 {
 							bid.Outbid, bid.OutbidMax = 999+n, strconv.FormatInt(99+n, 10)+".00"
 						}
 						batch = append(batch, bid)
 					}
 				}
 				if err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-					_, inserted, err := pgstore.WriteHotBids(ctx, tx, batch)
-					if err == nil && inserted != int64(len(batch)) {
-						err = fmt.Errorf("%d of %d bids inserted", inserted, len(batch))
+					w, err := pgstore.WriteHotBids(ctx, tx, batch, c.notices)
+					if err == nil && w.Inserted != int64(len(batch)) {
+						err = fmt.Errorf("%d of %d bids inserted", w.Inserted, len(batch))
 					}
 					return err
 				}); err != nil {

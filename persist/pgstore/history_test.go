@@ -50,7 +50,7 @@ func writeHot(t *testing.T, db *pgxpool.Pool, auction int64, bidders map[int64]i
 			AcceptedAt: at, EndTime: at.Add(time.Hour)})
 	}
 	err := pgx.BeginFunc(context.Background(), db, func(tx pgx.Tx) error {
-		_, _, err := pgstore.WriteHotBids(context.Background(), tx, bids)
+		_, err := pgstore.WriteHotBids(context.Background(), tx, bids, pgstore.StoreOutbidNotices)
 		return err
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/shopspring/decimal"
 
 	"bidgate"
 )
@@ -21,6 +22,8 @@ var (
 	insertBidsSQL string
 	//go:embed sql/insert_outbid_notices.sql
 	insertOutbidNoticesSQL string
+	//go:embed sql/store_outbid_notices.sql
+	storeOutbidNoticesSQL string
 	//go:embed sql/advance_persisted.sql
 	advancePersistedSQL string
 	//go:embed sql/assign_aliases.sql
@@ -35,21 +38,50 @@ var (
 	compareBidsSQL string
 )
 
+// OutbidNotices says where WriteHotBids puts the outbid notices of the rows
+// it writes. Either way a notice is as durable as its row.
+type OutbidNotices int
+
+const (
+	// StoreOutbidNotices stores them in notification, as the write's last
+	// statement, under the notices' lock (lock_notices.sql, held until the
+	// transaction ends, so that notices are numbered in commit order). The
+	// caller commits next and locks nothing more: a writer holding the
+	// notices' lock while it waits on an auction row another writer holds,
+	// waiting on the notices' lock, would deadlock.
+	StoreOutbidNotices OutbidNotices = iota
+	// QueueOutbidNotices adds them to the outbox, for the notifier to store
+	// from Kafka: for a transaction that goes on locking (the closer's),
+	// or one rare enough not to matter (the reconciler's repairs).
+	QueueOutbidNotices
+)
+
+// HotWrite is what WriteHotBids wrote.
+type HotWrite struct {
+	// Positions is the persisted position of every auction it knows.
+	Positions map[int64]int64
+	// Inserted is how many bids were new.
+	Inserted int64
+	// Notices are the outbid notices stored now (StoreOutbidNotices), for
+	// the caller to push to their users once the transaction commits.
+	Notices []bidgate.Notice
+}
+
 // WriteHotBids writes hot bids to PostgreSQL inside tx: it locks their
 // auctions, inserts the bids an open hot auction could have accepted (a bid
-// already there is skipped, so any bid may come any number of times), tells
-// the leader each new row replaced (an outbid notice in the outbox), raises
-// each auction row to its highest new bid and advances its persisted
-// position over the bids now present without a gap.
+// already there is skipped, so any bid may come any number of times),
+// raises each auction row to its highest new bid, advances its persisted
+// position over the bids now present without a gap, and tells the leader
+// each new row replaced (an outbid notice, put where notices says).
 // Every writer of hot bids goes through here: the persister (from Kafka),
 // the reconciler and the closer (from the Redis log).
 //
 // A bid never replaces another: one whose seq a row already holds is
 // skipped, and of two bids of one seq in bids only the first is written.
 //
-// It returns the persisted position of every auction it knows and how many
-// bids were new; bids of auctions PostgreSQL does not have are dropped.
-func WriteHotBids(ctx context.Context, tx pgx.Tx, bids []bidgate.BidAccepted) (positions map[int64]int64, inserted int64, err error) {
+// Bids of auctions PostgreSQL does not have are dropped.
+func WriteHotBids(ctx context.Context, tx pgx.Tx, bids []bidgate.BidAccepted, notices OutbidNotices) (HotWrite, error) {
+	var w HotWrite
 	var cols bidColumns
 	at := make(map[seqKey]int, len(bids)) // index in cols
 	for _, b := range bids {
@@ -59,69 +91,103 @@ func WriteHotBids(ctx context.Context, tx pgx.Tx, bids []bidgate.BidAccepted) (p
 		}
 		at[k] = len(cols.auction)
 		if err := cols.add(b); err != nil {
-			return nil, 0, err
+			return w, err
 		}
 	}
 	auctions := slices.Compact(slices.Sorted(slices.Values(cols.auction)))
 	rows, err := tx.Query(ctx, lockAuctionsSQL, auctions)
 	if err != nil {
-		return nil, 0, fmt.Errorf("lock auctions: %w", err)
+		return w, fmt.Errorf("lock auctions: %w", err)
 	}
-	positions = map[int64]int64{}
+	w.Positions = map[int64]int64{}
 	var id, pos int64
 	if _, err := pgx.ForEachRow(rows, []any{&id, &pos}, func() error {
-		positions[id] = pos
+		w.Positions[id] = pos
 		return nil
 	}); err != nil {
-		return nil, 0, fmt.Errorf("lock auctions: %w", err)
+		return w, fmt.Errorf("lock auctions: %w", err)
 	}
+	var outbid outbidColumns
 	if len(cols.auction) > 0 {
 		rows, err := tx.Query(ctx, insertBidsSQL, cols.auction, cols.bidder, cols.amount, cols.request,
 			cols.seq, cols.accepted, cols.end, cols.kind, cols.max)
 		if err != nil {
-			return nil, 0, fmt.Errorf("insert bids: %w", err)
+			return w, fmt.Errorf("insert bids: %w", err)
 		}
-		var notices outbidColumns
 		var k seqKey
 		if _, err := pgx.ForEachRow(rows, []any{&k.auction, &k.seq}, func() error {
-			inserted++
-			notices.add(&cols, at[k])
+			w.Inserted++
+			outbid.add(&cols, at[k])
 			return nil
 		}); err != nil {
-			return nil, 0, fmt.Errorf("insert bids: %w", err)
+			return w, fmt.Errorf("insert bids: %w", err)
 		}
-		if len(notices.auction) > 0 {
-			var woken int64
-			if err := tx.QueryRow(ctx, insertOutbidNoticesSQL, notices.auction, notices.seq, notices.outbid,
-				notices.outbidMax, notices.amount, notices.accepted).Scan(&woken); err != nil {
-				return nil, 0, fmt.Errorf("write outbid notices: %w", err)
-			}
+	}
+	if len(outbid.auction) > 0 && notices == QueueOutbidNotices {
+		var woken int64
+		if err := tx.QueryRow(ctx, insertOutbidNoticesSQL, outbid.auction, outbid.seq, outbid.outbid,
+			outbid.outbidMax, outbid.amount, outbid.accepted).Scan(&woken); err != nil {
+			return w, fmt.Errorf("write outbid notices: %w", err)
 		}
 	}
 	rows, err = tx.Query(ctx, advancePersistedSQL, auctions)
 	if err != nil {
-		return nil, 0, fmt.Errorf("advance persisted positions: %w", err)
+		return w, fmt.Errorf("advance persisted positions: %w", err)
 	}
 	var moved, from, to []int64
 	if _, err := pgx.ForEachRow(rows, []any{&id, &pos}, func() error {
-		moved, from, to = append(moved, id), append(from, positions[id]), append(to, pos)
-		positions[id] = pos
+		moved, from, to = append(moved, id), append(from, w.Positions[id]), append(to, pos)
+		w.Positions[id] = pos
 		return nil
 	}); err != nil {
-		return nil, 0, fmt.Errorf("advance persisted positions: %w", err)
+		return w, fmt.Errorf("advance persisted positions: %w", err)
 	}
 	if len(moved) > 0 {
 		if _, err := tx.Exec(ctx, assignAliasesSQL, moved, from, to); err != nil {
-			return nil, 0, fmt.Errorf("assign bidder aliases: %w", err)
+			return w, fmt.Errorf("assign bidder aliases: %w", err)
 		}
 	}
-	return positions, inserted, nil
+	if len(outbid.auction) > 0 && notices == StoreOutbidNotices {
+		if w.Notices, err = outbid.store(ctx, tx); err != nil {
+			return w, err
+		}
+	}
+	return w, nil
+}
+
+// store stores the notices in notification under the notices' lock, taken
+// last so that it is held only until the commit, and returns those stored
+// now.
+func (n *outbidColumns) store(ctx context.Context, tx pgx.Tx) ([]bidgate.Notice, error) {
+	if _, err := tx.Exec(ctx, lockNoticesSQL); err != nil {
+		return nil, fmt.Errorf("lock the notices: %w", err)
+	}
+	rows, err := tx.Query(ctx, storeOutbidNoticesSQL, n.auction, n.seq, n.outbid, n.outbidMax, n.amount, n.accepted)
+	if err != nil {
+		return nil, fmt.Errorf("store %d outbid notices: %w", len(n.auction), err)
+	}
+	stored := make([]bidgate.Notice, 0, len(n.auction))
+	var (
+		x          bidgate.Notice
+		price, max decimal.NullDecimal
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&x.ID, &x.UserID, &x.AuctionID, &x.Title, &price, &max, &x.At}, func() error {
+		x.Type, x.Price, x.MaxAmount, x.At = bidgate.NoticeOutbid, bidgate.FormatMoney(price.Decimal), "", x.At.UTC()
+		if max.Valid {
+			x.MaxAmount = bidgate.FormatMoney(max.Decimal)
+		}
+		stored = append(stored, x)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("store %d outbid notices: %w", len(n.auction), err)
+	}
+	return stored, nil
 }
 
 type seqKey struct{ auction, seq int64 }
 
 // outbidColumns are the outbid notices of new rows that took the lead, for
-// insert_outbid_notices.sql.
+// insert_outbid_notices.sql or store_outbid_notices.sql.
 type outbidColumns struct {
 	auction, seq, outbid []int64
 	outbidMax, amount    []pgtype.Numeric

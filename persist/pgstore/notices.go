@@ -86,26 +86,6 @@ func (s *Store) DeleteOldNotices(ctx context.Context, keep time.Duration, limit 
 	return tag.RowsAffected(), nil
 }
 
-//go:embed sql/titles.sql
-var titlesSQL string
-
-// Titles reads the titles of auctions ids; unknown ones are absent.
-func (s *Store) Titles(ctx context.Context, ids []int64) (map[int64]string, error) {
-	rows, err := s.DB.Query(ctx, titlesSQL, ids)
-	if err != nil {
-		return nil, fmt.Errorf("read the titles of %d auctions: %w", len(ids), err)
-	}
-	out := make(map[int64]string, len(ids))
-	var (
-		id    int64
-		title string
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&id, &title}, func() error { out[id] = title; return nil }); err != nil {
-		return nil, fmt.Errorf("read the titles of %d auctions: %w", len(ids), err)
-	}
-	return out, nil
-}
-
 var (
 	//go:embed sql/lock_notice_sweep.sql
 	lockNoticeSweepSQL string

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shopspring/decimal"
+	"golang.org/x/sync/errgroup"
 
 	"bidgate"
 	"bidgate/internal/testdb"
@@ -192,7 +193,7 @@ SELECT 'outbid-probe-' || i, i, 'outbid', 1, 'lot', 1.00, clock_timestamp() FROM
 	}
 	bids := []bidgate.BidAccepted{bid(1, 11, 0), bid(2, 12, 11), bid(3, 13, 12)} // 2 outbids 11 (stored), 3 outbids 12
 	if err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		_, _, err := pgstore.WriteHotBids(ctx, tx, bids)
+		_, err := pgstore.WriteHotBids(ctx, tx, bids, pgstore.QueueOutbidNotices)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -213,4 +214,81 @@ SELECT 'outbid-probe-' || i, i, 'outbid', 1, 'lot', 1.00, clock_timestamp() FROM
 		t.Fatal(err)
 	}
 	requireNoticeProbes(t, "the stored-notice look-up", lines)
+}
+
+// Notices are numbered in the order they commit, whoever stores them: a
+// reader that saw notice n never later finds a new notice below n (GET
+// /me/notifications?after= and the read marks depend on it). Hot rows'
+// writers storing their outbid notices race notifiers storing theirs while
+// a reader checks, after every read, that nothing new appeared below the
+// highest n it had seen.
+func TestNoticesNumberedInCommitOrder(t *testing.T) {
+	ctx := context.Background()
+	db, _ := testdb.New(t, 6)
+	s := &pgstore.Store{DB: db}
+	const writers, rounds = 4, 60
+	var g errgroup.Group
+	for w := range writers {
+		a := newLot(t, s, true)
+		g.Go(func() error {
+			for r := range int64(rounds) {
+				err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+					if w%2 == 0 { // a persister: two rows, each outbidding the one before
+						at := time.Now()
+						bids := make([]bidgate.BidAccepted, 2)
+						for i := range bids {
+							seq := 2*r + int64(i) + 1
+							bids[i] = bidgate.BidAccepted{AuctionID: a.ID, BidderID: 100 + seq, Amount: bidgate.FormatMoney(decimal.NewFromInt(200 + seq)),
+								RequestID: uuid.NewString(), Seq: seq, AcceptedAt: at, EndTime: at.Add(time.Hour)}
+							if seq > 1 {
+								bids[i].Outbid, bids[i].OutbidMax = 99+seq, bidgate.FormatMoney(decimal.NewFromInt(199+seq))
+							}
+						}
+						written, err := pgstore.WriteHotBids(ctx, tx, bids, pgstore.StoreOutbidNotices)
+						if err == nil && len(written.Notices) != len(bids)-int(max(0, 1-2*r)) {
+							err = fmt.Errorf("round %d stored notices %v", r, written.Notices)
+						}
+						return err
+					}
+					n := bidgate.Notice{ID: bidgate.NoticeID(bidgate.NoticeLost, a.ID, r+1, 0), Type: bidgate.NoticeLost,
+						UserID: r + 1, AuctionID: a.ID, Title: "lot", Price: "300.00", At: time.Now()} // a notifier's
+					_, err := pgstore.StoreNotices(ctx, tx, []bidgate.Notice{n})
+					return err
+				})
+				if err != nil {
+					return fmt.Errorf("writer %d: %w", w, err)
+				}
+			}
+			return nil
+		})
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.Wait() }()
+	var seenMax, seenBelow int64 // the highest n seen, and how many notices were at or below it
+	for reads := 0; ; reads++ {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			var total int64
+			if err := db.QueryRow(ctx, `SELECT count(*) FROM notification`).Scan(&total); err != nil {
+				t.Fatal(err)
+			}
+			if want := int64(writers/2*(2*rounds-1) + writers/2*rounds); total != want {
+				t.Fatalf("%d notices stored, want %d", total, want)
+			}
+			t.Logf("%d reads", reads)
+			return
+		default:
+		}
+		var below, top, all int64
+		if err := db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE n <= $1), coalesce(max(n), 0), count(*) FROM notification`, seenMax).Scan(&below, &top, &all); err != nil {
+			t.Fatal(err)
+		}
+		if below != seenBelow {
+			t.Fatalf("%d notices at or below n %d, %d when it was the highest seen: one committed after a higher one", below, seenMax, seenBelow)
+		}
+		seenMax, seenBelow = top, all
+	}
 }

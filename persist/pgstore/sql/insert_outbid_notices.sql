@@ -2,10 +2,11 @@
 -- array per column: auction $1, seq $2, the leader the row replaced $3 and
 -- their maximum $4, the row's amount $5 (a leading row stands at the new
 -- price) and time $6. Each goes through the outbox in the writing
--- transaction, unless the notice is stored already: the relay's own notice
--- came first, as it mostly does, and the notifier would drop this copy as
--- known. OFFSET 0 keeps that one probe of the id index per row, statistics
--- or none. Wakes the bid-notifications relays when it commits.
+-- transaction, for the notifier to store (QueueOutbidNotices: the closer's
+-- and the reconciler's writes), unless the notice is stored already (the
+-- previous version's relays sent a copy of their own). OFFSET 0 keeps that
+-- one probe of the id index per row, statistics or none. Wakes the
+-- bid-notifications relays when it commits.
 WITH noticed AS (
     INSERT INTO outbox (topic, aggregate_id, payload)
     SELECT 'bid-notifications', n.outbid, jsonb_build_object(

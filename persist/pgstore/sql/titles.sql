@@ -1,2 +1,0 @@
--- The titles of auctions $1 (a title never changes: callers cache it).
-SELECT id, title FROM auction WHERE id = ANY($1)
