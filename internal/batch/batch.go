@@ -17,7 +17,8 @@ import (
 // them with one call of run. A lone request goes out at once, and requests
 // that arrive while a call is in flight form the next batch; with Gather
 // set, also those that arrive within Gather of the previous call's start.
-// A goroutine exits after idle time with nothing queued.
+// A key's goroutine leaves it after idle time with nothing queued, and
+// stands by as long for a new key before it exits.
 type Batchers[K comparable, Req, Res any] struct {
 	run      func(ctx context.Context, key K, reqs []Req) ([]Res, error)
 	maxBatch int
@@ -46,6 +47,15 @@ type Batchers[K comparable, Req, Res any] struct {
 
 	mu     sync.Mutex
 	queues map[K]*queue[Req, Res]
+	// spare hands a new key to a goroutine whose key went idle (serve):
+	// every cold auction's first bid is a new key, and a new goroutine grew
+	// its stack in every one (a statement's round trip is deep).
+	spare chan keyQueue[K, Req, Res]
+}
+
+type keyQueue[K comparable, Req, Res any] struct {
+	key K
+	q   *queue[Req, Res]
 }
 
 // queue is one key's waiting requests. It grows with use, not to maxQueue
@@ -75,7 +85,7 @@ type outcome[Res any] struct {
 func New[K comparable, Req, Res any](maxBatch, maxQueue int, idle time.Duration,
 	run func(context.Context, K, []Req) ([]Res, error)) *Batchers[K, Req, Res] {
 	return &Batchers[K, Req, Res]{run: run, maxBatch: maxBatch, maxQueue: maxQueue, idle: idle, Timeout: 5 * time.Second, InFlight: 1,
-		queues: make(map[K]*queue[Req, Res])}
+		queues: make(map[K]*queue[Req, Res]), spare: make(chan keyQueue[K, Req, Res])}
 }
 
 // Do queues req under key and waits for its result; a full queue is
@@ -88,7 +98,11 @@ func (b *Batchers[K, Req, Res]) Do(ctx context.Context, key K, req Req) (Res, er
 	if !ok {
 		q = &queue[Req, Res]{wake: make(chan struct{}, 1)}
 		b.queues[key] = q
-		go b.loop(key, q)
+		select {
+		case b.spare <- keyQueue[K, Req, Res]{key, q}: // a goroutine standing by takes it
+		default:
+			go b.serve(key, q)
+		}
 	}
 	if len(q.calls) >= b.maxQueue {
 		b.mu.Unlock()
@@ -153,6 +167,23 @@ func (b *Batchers[K, Req, Res]) take(q *queue[Req, Res], calls []call[Req, Res])
 	clear(q.calls[rest:]) // let the taken calls' results go
 	q.calls = q.calls[:rest]
 	return calls
+}
+
+// serve runs key's loop, then stands by for idle to run a new key's, and
+// exits when none comes.
+func (b *Batchers[K, Req, Res]) serve(key K, q *queue[Req, Res]) {
+	idle := time.NewTimer(b.idle)
+	defer idle.Stop()
+	for {
+		b.loop(key, q)
+		idle.Reset(b.idle)
+		select {
+		case next := <-b.spare:
+			key, q = next.key, next.q
+		case <-idle.C:
+			return
+		}
+	}
 }
 
 func (b *Batchers[K, Req, Res]) loop(key K, q *queue[Req, Res]) {

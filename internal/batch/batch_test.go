@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -179,6 +180,42 @@ func TestBatcherWorkersEndWithTheirKey(t *testing.T) {
 		n := runtime.NumGoroutine()
 		return n, n <= before
 	})
+}
+
+// A key that went idle leaves its goroutine standing by, and the next new
+// key runs on it rather than on a new one, until that stands by too long.
+func TestBatcherNewKeyTakesAStandingGoroutine(t *testing.T) {
+	ran := map[string]bool{} // the goroutines that ran calls
+	b := New(8, 100, 200*time.Millisecond, func(_ context.Context, _ int, reqs []int) ([]int, error) {
+		ran[goroutineID()] = true // one call at a time here
+		return reqs, nil
+	})
+	before := runtime.NumGoroutine()
+	for key := range 10 {
+		if v, err := b.Do(context.Background(), key, key); err != nil || v != key {
+			t.Fatalf("key %d: %d, %v", key, v, err)
+		}
+		eventually(t, 10*time.Second, "the key's loop to go idle", func() (int, bool) {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			return len(b.queues), len(b.queues) == 0
+		})
+	}
+	if len(ran) != 1 {
+		t.Fatalf("10 keys one after another ran on %d goroutines, want 1", len(ran))
+	}
+	eventually(t, 10*time.Second, "the goroutine standing by to end", func() (int, bool) {
+		n := runtime.NumGoroutine()
+		return n, n <= before
+	})
+}
+
+// goroutineID is the calling goroutine's number, from its stack trace.
+func goroutineID() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	id, _, _ := strings.Cut(strings.TrimPrefix(string(buf), "goroutine "), " ")
+	return id
 }
 
 // With InFlight 2 a key has a second call in flight only for a whole
@@ -356,4 +393,18 @@ func deep(n int) byte {
 		pad[n%256] = deep(n - 1)
 	}
 	return pad[n%256]
+}
+
+// BenchmarkNewKeys is one request per key, each key new, through calls
+// that go deep: a cold auction's first bid.
+func BenchmarkNewKeys(b *testing.B) {
+	bt := New(64, 4096, 20*time.Microsecond, func(_ context.Context, _ int, reqs []int) ([]int, error) {
+		deep(80)
+		return reqs, nil
+	})
+	for i := 0; b.Loop(); i++ {
+		if v, err := bt.Do(context.Background(), i, i); err != nil || v != i {
+			b.Fatalf("request %d: %d, %v", i, v, err)
+		}
+	}
 }

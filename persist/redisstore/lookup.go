@@ -114,7 +114,11 @@ func (s *Store) LogEntries(ctx context.Context, qs []LogQuery) ([]LogAnswer, err
 }
 
 // readHints reads, in one round trip, each auction's seq and first log
-// entry, and the entry each query's hint names (nil when there is none).
+// entry, and the entries the queries' hints name (nil where there is
+// none). An auction's hints in a batch are mostly consecutive entries, so
+// they are read as one range; a hint the range missed (only a message
+// that names another seq's entry makes one) is read on its own in a
+// second round trip.
 func (s *Store) readHints(ctx context.Context, qs []LogQuery) (map[int64]logHead, []*bidgate.BidAccepted, error) {
 	type headCmds struct {
 		seq   *redis.StringCmd
@@ -122,15 +126,28 @@ func (s *Store) readHints(ctx context.Context, qs []LogQuery) (map[int64]logHead
 	}
 	pipe := s.rdb.Pipeline()
 	hc := map[int64]headCmds{}
-	hints := make([]*redis.XMessageSliceCmd, len(qs))
+	spans := map[int64]*hintSpan{}
+	var order []int64 // auctions with hints, in first-seen order
 	for i, q := range qs {
 		k := KeysOf(q.AuctionID)
 		if _, ok := hc[q.AuctionID]; !ok {
 			hc[q.AuctionID] = headCmds{seq: pipe.HGet(ctx, k.State, "seq"), first: pipe.XRangeN(ctx, k.Log, "-", "+", 1)}
 		}
-		if id, err := ParseStreamID(q.Hint); err == nil {
-			hints[i] = pipe.XRangeN(ctx, k.Log, id.String(), id.String(), 1)
+		id, err := ParseStreamID(q.Hint)
+		if err != nil {
+			continue
 		}
+		sp := spans[q.AuctionID]
+		if sp == nil {
+			sp = &hintSpan{from: id, to: id, low: q.Seq, high: q.Seq}
+			spans[q.AuctionID] = sp
+			order = append(order, q.AuctionID)
+		}
+		sp.add(i, id, q.Seq)
+	}
+	reads := make([]hintRead, 0, len(order))
+	for _, a := range order {
+		reads = append(reads, spans[a].reads(ctx, pipe, KeysOf(a).Log)...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, nil, unavailable(fmt.Errorf("read bid logs: %w", err))
@@ -156,15 +173,91 @@ func (s *Store) readHints(ctx context.Context, qs []LogQuery) (map[int64]logHead
 		heads[id] = h
 	}
 	hinted := make([]*bidgate.BidAccepted, len(qs))
-	for i, c := range hints {
-		if c == nil || len(c.Val()) == 0 {
-			continue
-		}
-		b, err := logBid(qs[i].AuctionID, c.Val()[0])
-		if err != nil {
-			return nil, nil, err
-		}
-		hinted[i] = &b
+	missed, err := s.takeHinted(qs, reads, hinted)
+	if err != nil || len(missed) == 0 {
+		return heads, hinted, err
 	}
-	return heads, hinted, nil
+	pipe = s.rdb.Pipeline()
+	reads = reads[:0]
+	for _, i := range missed {
+		id, _ := ParseStreamID(qs[i].Hint)
+		reads = append(reads, hintRead{cmd: pipe.XRangeN(ctx, KeysOf(qs[i].AuctionID).Log, id.String(), id.String(), 1), queries: []int{i}})
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, nil, unavailable(fmt.Errorf("read bid logs: %w", err))
+	}
+	_, err = s.takeHinted(qs, reads, hinted)
+	return heads, hinted, err
+}
+
+// maxHintSpan bounds the seqs one range read of hints may cover; a batch
+// whose hints of an auction spread wider (a re-feed beside new bids) reads
+// them one by one.
+const maxHintSpan = 4096
+
+// hintSpan is the hints of one auction's queries in a batch.
+type hintSpan struct {
+	from, to  StreamID // the lowest and highest hinted entry ids
+	low, high int64    // the lowest and highest seqs asked for
+	queries   []int
+	ids       []StreamID // each query's hint
+}
+
+func (sp *hintSpan) add(i int, id StreamID, seq int64) {
+	if id.Before(sp.from) {
+		sp.from = id
+	}
+	if sp.to.Before(id) {
+		sp.to = id
+	}
+	sp.low, sp.high = min(sp.low, seq), max(sp.high, seq)
+	sp.queries, sp.ids = append(sp.queries, i), append(sp.ids, id)
+}
+
+// reads queues the reads of the span's hinted entries: one range when the
+// seqs asked for are close, else one read per hint.
+func (sp *hintSpan) reads(ctx context.Context, pipe redis.Pipeliner, log string) []hintRead {
+	if span := sp.high - sp.low + 1; len(sp.queries) > 1 && span <= maxHintSpan {
+		return []hintRead{{cmd: pipe.XRangeN(ctx, log, sp.from.String(), sp.to.String(), span), queries: sp.queries}}
+	}
+	out := make([]hintRead, len(sp.queries))
+	for k, i := range sp.queries {
+		out[k] = hintRead{cmd: pipe.XRangeN(ctx, log, sp.ids[k].String(), sp.ids[k].String(), 1), queries: []int{i}}
+	}
+	return out
+}
+
+// hintRead is one read of log entries and the queries whose hints it may
+// hold.
+type hintRead struct {
+	cmd     *redis.XMessageSliceCmd
+	queries []int
+}
+
+// takeHinted sets hinted[i] to the entry query i's hint names, from reads;
+// it returns the queries whose hinted entry a range read did not hold.
+func (s *Store) takeHinted(qs []LogQuery, reads []hintRead, hinted []*bidgate.BidAccepted) (missed []int, err error) {
+	for _, r := range reads {
+		entries := r.cmd.Val()
+		byID := make(map[string]int, len(entries))
+		for k, e := range entries {
+			byID[e.ID] = k
+		}
+		for _, i := range r.queries {
+			id, _ := ParseStreamID(qs[i].Hint)
+			k, ok := byID[id.String()]
+			if !ok {
+				if len(r.queries) > 1 {
+					missed = append(missed, i)
+				}
+				continue
+			}
+			b, err := logBid(qs[i].AuctionID, entries[k])
+			if err != nil {
+				return nil, err
+			}
+			hinted[i] = &b
+		}
+	}
+	return missed, nil
 }

@@ -19,7 +19,7 @@ var ctx = context.Background()
 
 // scratch loads a fresh hot auction (an id far past any real auction)
 // and deletes its keys after the test.
-func scratch(t *testing.T, rs *redisstore.Store, bids ...bidgate.Bid) bidgate.Auction {
+func scratch(t testing.TB, rs *redisstore.Store, bids ...bidgate.Bid) bidgate.Auction {
 	t.Helper()
 	a := bidgate.Auction{ID: 1<<52 + time.Now().UnixNano()%1e12, SellerID: 1, CurrentPrice: decimal.NewFromInt(100),
 		MinIncrement: decimal.NewFromInt(1), Status: bidgate.StatusOpen, EndTime: time.Now().Add(time.Hour),
@@ -189,5 +189,97 @@ func TestDecideLimitedBids(t *testing.T) {
 	}
 	if waits[0] == 0 || waits[1] == 0 || waits[2] != 0 {
 		t.Fatalf("TakeTokens after the batch: waits %v, want x's and y's buckets empty, z's full", waits)
+	}
+}
+
+// LogEntries finds each query's entry whatever its hint names: an
+// auction's hints are read as one range, and a hint the range misses (a
+// message naming an earlier entry widens it past its count) is read again
+// on its own. The log is longer than LogEntries scans from its start, so
+// only the hints find the entries near its end.
+func TestLogEntriesFindsEveryHintedEntry(t *testing.T) {
+	rdb := testredis.Client(t)
+	rs := redisstore.New(rdb)
+	a := scratch(t, rs)
+	const n = 40 * 256
+	for b := range n / 256 {
+		reqs := make([]bidgate.BidRequest, 256)
+		for i := range reqs {
+			reqs[i] = bidgate.BidRequest{AuctionID: a.ID, BidderID: int64(1000 + i%2), RequestID: uuid.New(),
+				Amount: decimal.NewFromInt(int64(101 + b*256 + i))}
+		}
+		if _, _, err := rs.DecideLimitedBids(ctx, a.ID, reqs, redisstore.Limit{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log, err := rs.ReadLog(ctx, a.ID, 0)
+	if err != nil || len(log) != n {
+		t.Fatalf("log: %d entries, %v", len(log), err)
+	}
+	query := func(seq int64, hint string) redisstore.LogQuery {
+		return redisstore.LogQuery{AuctionID: a.ID, Seq: seq, Hint: hint}
+	}
+	own := func(seq int64) redisstore.LogQuery { return query(seq, log[seq-1].StreamID) }
+	for _, c := range []struct {
+		name string
+		qs   []redisstore.LogQuery
+	}{
+		{"consecutive", []redisstore.LogQuery{own(n - 7), own(n - 6), own(n - 5), own(n - 4)}},
+		{"with gaps and a repeat", []redisstore.LogQuery{own(n - 10), own(n - 5), own(n - 5), own(n)}},
+		{"one naming an earlier entry", []redisstore.LogQuery{own(n - 3), query(n-3, log[n-300].StreamID), own(n - 2), own(n - 1), own(n)}},
+		{"one naming a later entry", []redisstore.LogQuery{own(n - 9), own(n - 8), query(n-9, log[n-1].StreamID)}},
+		{"near the start, without hints", []redisstore.LogQuery{query(1, ""), query(2, "x-1"), own(3)}},
+		{"one query", []redisstore.LogQuery{own(n)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := rs.LogEntries(ctx, c.qs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, q := range c.qs {
+				if q.Hint == log[q.Seq-1].StreamID || q.Seq < 10 {
+					if got[i].Check != redisstore.LogFound || got[i].Entry != log[q.Seq-1] {
+						t.Errorf("query %d (seq %d, hint %q): %+v, want the log's entry", i, q.Seq, q.Hint, got[i])
+					}
+				} else if got[i].Check != redisstore.LogNoBid {
+					// Far from the start, the entry a wrong hint names is
+					// all there is to look at.
+					t.Errorf("query %d (seq %d, another entry's hint): %+v, want no bid", i, q.Seq, got[i])
+				}
+			}
+		})
+	}
+	got, err := rs.LogEntries(ctx, []redisstore.LogQuery{own(n), query(n+1, log[n-1].StreamID)})
+	if err != nil || got[0].Check != redisstore.LogFound || got[1].Check != redisstore.LogNoBid {
+		t.Fatalf("the last seq and the next, unaccepted: %+v, %v; want found and no bid", got, err)
+	}
+}
+
+// BenchmarkLogEntries checks a persister's batch of 100 consecutive bids
+// of one auction against its log.
+func BenchmarkLogEntries(b *testing.B) {
+	rs := redisstore.New(testredis.Client(b))
+	a := scratch(b, rs)
+	reqs := make([]bidgate.BidRequest, 200)
+	for i := range reqs {
+		reqs[i] = bidgate.BidRequest{AuctionID: a.ID, BidderID: int64(1000 + i%2), RequestID: uuid.New(), Amount: decimal.NewFromInt(int64(101 + i))}
+	}
+	if _, _, err := rs.DecideLimitedBids(ctx, a.ID, reqs, redisstore.Limit{}); err != nil {
+		b.Fatal(err)
+	}
+	log, err := rs.ReadLog(ctx, a.ID, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	qs := make([]redisstore.LogQuery, 100)
+	for i := range qs {
+		e := log[100+i]
+		qs[i] = redisstore.LogQuery{AuctionID: a.ID, Seq: e.Seq, Hint: e.StreamID}
+	}
+	for b.Loop() {
+		got, err := rs.LogEntries(ctx, qs)
+		if err != nil || got[99].Check != redisstore.LogFound {
+			b.Fatalf("%+v, %v", got[99], err)
+		}
 	}
 }

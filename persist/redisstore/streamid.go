@@ -21,7 +21,11 @@ func ParseStreamID(s string) (StreamID, error) {
 	return StreamID{a, b}, nil
 }
 
-func (id StreamID) String() string { return fmt.Sprintf("%d-%d", id.ms, id.seq) }
+func (id StreamID) String() string {
+	b := make([]byte, 0, 32)
+	b = append(strconv.AppendUint(b, id.ms, 10), '-')
+	return string(strconv.AppendUint(b, id.seq, 10))
+}
 
 // Before reports whether id comes before o.
 func (id StreamID) Before(o StreamID) bool {
