@@ -173,20 +173,19 @@ func (s *Store) readHints(ctx context.Context, qs []LogQuery) (map[int64]logHead
 		heads[id] = h
 	}
 	hinted := make([]*bidgate.BidAccepted, len(qs))
-	missed, err := s.takeHinted(qs, reads, hinted)
+	missed, err := takeHinted(qs, reads, hinted)
 	if err != nil || len(missed) == 0 {
 		return heads, hinted, err
 	}
 	pipe = s.rdb.Pipeline()
 	reads = reads[:0]
-	for _, i := range missed {
-		id, _ := ParseStreamID(qs[i].Hint)
-		reads = append(reads, hintRead{cmd: pipe.XRangeN(ctx, KeysOf(qs[i].AuctionID).Log, id.String(), id.String(), 1), queries: []int{i}})
+	for _, m := range missed {
+		reads = append(reads, hintRead{cmd: pipe.XRangeN(ctx, KeysOf(qs[m.query].AuctionID).Log, m.id, m.id, 1), hints: []hint{m}})
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, nil, unavailable(fmt.Errorf("read bid logs: %w", err))
 	}
-	_, err = s.takeHinted(qs, reads, hinted)
+	_, err = takeHinted(qs, reads, hinted)
 	return heads, hinted, err
 }
 
@@ -199,8 +198,13 @@ const maxHintSpan = 4096
 type hintSpan struct {
 	from, to  StreamID // the lowest and highest hinted entry ids
 	low, high int64    // the lowest and highest seqs asked for
-	queries   []int
-	ids       []StreamID // each query's hint
+	hints     []hint
+}
+
+// hint is the entry id query names, canonical (as Redis writes it).
+type hint struct {
+	query int
+	id    string
 }
 
 func (sp *hintSpan) add(i int, id StreamID, seq int64) {
@@ -211,52 +215,50 @@ func (sp *hintSpan) add(i int, id StreamID, seq int64) {
 		sp.to = id
 	}
 	sp.low, sp.high = min(sp.low, seq), max(sp.high, seq)
-	sp.queries, sp.ids = append(sp.queries, i), append(sp.ids, id)
+	sp.hints = append(sp.hints, hint{query: i, id: id.String()})
 }
 
 // reads queues the reads of the span's hinted entries: one range when the
 // seqs asked for are close, else one read per hint.
 func (sp *hintSpan) reads(ctx context.Context, pipe redis.Pipeliner, log string) []hintRead {
-	if span := sp.high - sp.low + 1; len(sp.queries) > 1 && span <= maxHintSpan {
-		return []hintRead{{cmd: pipe.XRangeN(ctx, log, sp.from.String(), sp.to.String(), span), queries: sp.queries}}
+	if span := sp.high - sp.low + 1; len(sp.hints) > 1 && span <= maxHintSpan {
+		return []hintRead{{cmd: pipe.XRangeN(ctx, log, sp.from.String(), sp.to.String(), span), hints: sp.hints}}
 	}
-	out := make([]hintRead, len(sp.queries))
-	for k, i := range sp.queries {
-		out[k] = hintRead{cmd: pipe.XRangeN(ctx, log, sp.ids[k].String(), sp.ids[k].String(), 1), queries: []int{i}}
+	out := make([]hintRead, len(sp.hints))
+	for k, h := range sp.hints {
+		out[k] = hintRead{cmd: pipe.XRangeN(ctx, log, h.id, h.id, 1), hints: sp.hints[k : k+1]}
 	}
 	return out
 }
 
-// hintRead is one read of log entries and the queries whose hints it may
-// hold.
+// hintRead is one read of log entries and the hints it may hold.
 type hintRead struct {
-	cmd     *redis.XMessageSliceCmd
-	queries []int
+	cmd   *redis.XMessageSliceCmd
+	hints []hint
 }
 
 // takeHinted sets hinted[i] to the entry query i's hint names, from reads;
-// it returns the queries whose hinted entry a range read did not hold.
-func (s *Store) takeHinted(qs []LogQuery, reads []hintRead, hinted []*bidgate.BidAccepted) (missed []int, err error) {
+// it returns the hints a range read did not hold.
+func takeHinted(qs []LogQuery, reads []hintRead, hinted []*bidgate.BidAccepted) (missed []hint, err error) {
 	for _, r := range reads {
 		entries := r.cmd.Val()
 		byID := make(map[string]int, len(entries))
 		for k, e := range entries {
 			byID[e.ID] = k
 		}
-		for _, i := range r.queries {
-			id, _ := ParseStreamID(qs[i].Hint)
-			k, ok := byID[id.String()]
+		for _, h := range r.hints {
+			k, ok := byID[h.id]
 			if !ok {
-				if len(r.queries) > 1 {
-					missed = append(missed, i)
+				if len(r.hints) > 1 {
+					missed = append(missed, h)
 				}
 				continue
 			}
-			b, err := logBid(qs[i].AuctionID, entries[k])
+			b, err := logBid(qs[h.query].AuctionID, entries[k])
 			if err != nil {
 				return nil, err
 			}
-			hinted[i] = &b
+			hinted[h.query] = &b
 		}
 	}
 	return missed, nil
