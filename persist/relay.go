@@ -31,7 +31,13 @@ type Writer interface {
 // RelayConfig tunes a Relay. Zero values take DefaultRelayConfig's.
 type RelayConfig struct {
 	Interval time.Duration // between passes when idle
-	Batch    int           // log entries per auction per pass
+	// MaxInterval caps the wait between passes that find nothing: each
+	// such pass in a row doubles it from Interval. Notify starts again from
+	// Interval, so bids this process accepts are relayed as soon as ever;
+	// an idle relay, whose closed auctions are followed for Linger, costs
+	// a pass a second instead of one every Interval.
+	MaxInterval time.Duration
+	Batch       int // log entries per auction per pass
 	// Gather is how long after the start of a pass that produced bids the
 	// next one starts (at once when one auction's log filled Batch): the
 	// bids accepted meanwhile go out together, under one signature and in
@@ -70,7 +76,7 @@ type RelayConfig struct {
 // DefaultRelayConfig is the one statement of the relay's defaults: NewRelay
 // fills a zero field from it.
 func DefaultRelayConfig() RelayConfig {
-	return RelayConfig{Interval: 20 * time.Millisecond, Batch: 1000, Gather: 50 * time.Millisecond, Refeed: 5 * time.Second, MaxRefeed: 10 * time.Minute, Linger: time.Hour,
+	return RelayConfig{Interval: 20 * time.Millisecond, MaxInterval: time.Second, Batch: 1000, Gather: 50 * time.Millisecond, Refeed: 5 * time.Second, MaxRefeed: 10 * time.Minute, Linger: time.Hour,
 		Refresh: time.Second, Log: slog.Default()}
 }
 
@@ -78,6 +84,7 @@ func DefaultRelayConfig() RelayConfig {
 func (c RelayConfig) withDefaults() RelayConfig {
 	d := DefaultRelayConfig()
 	c.Interval = cmp.Or(c.Interval, d.Interval)
+	c.MaxInterval = cmp.Or(c.MaxInterval, d.MaxInterval)
 	c.Batch = cmp.Or(c.Batch, d.Batch)
 	c.Gather = cmp.Or(c.Gather, d.Gather)
 	c.Refeed = cmp.Or(c.Refeed, d.Refeed)
@@ -153,7 +160,7 @@ func (r *Relay) Notify(auctionID int64) {
 // PostgreSQL fails it backs off and tries again, for ever; the logs keep
 // the bids meanwhile.
 func (r *Relay) Run(ctx context.Context) error {
-	loop := retry.Loop{Task: "relay hot bids to Kafka", Interval: r.cfg.Interval, Wake: r.wake, Log: r.cfg.Log,
+	loop := retry.Loop{Task: "relay hot bids to Kafka", Interval: r.cfg.Interval, MaxInterval: r.cfg.MaxInterval, Wake: r.wake, Log: r.cfg.Log,
 		OnError: func(error) { r.metrics.errors.Inc() }}
 	return loop.Run(ctx, func(ctx context.Context) (bool, error) {
 		start := time.Now()

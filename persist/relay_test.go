@@ -3,16 +3,19 @@ package persist_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/shopspring/decimal"
 
 	"bidgate"
 	"bidgate/internal/testmetrics"
 	"bidgate/persist"
+	"bidgate/persist/redisstore"
 )
 
 // bidInTurn places n bids one after the other, each from a bidder of its
@@ -74,5 +77,55 @@ func TestRelayBacklogSkipsTheGather(t *testing.T) {
 	relay.Notify(a.ID)
 	if passes := waitRelayedBids(t, reg, 10); passes != 3 {
 		t.Errorf("10 bids at 4 a pass took %d passes; want 3", passes)
+	}
+}
+
+// An idle relay slows down. Its closed auctions are followed for an hour
+// (Linger), and a pass every Interval read each one's cursors fifty times a
+// second for nothing: passes that find nothing now come at doubling
+// intervals, up to MaxInterval (1 s by default).
+func TestIdleRelaySlowsDown(t *testing.T) {
+	const window = 1500 * time.Millisecond
+	p := newPipeline(t)
+	a := p.hotAuction()
+	looks := countLooks(p.rdb, a.ID)
+	reg := prometheus.NewRegistry()
+	relay := p.relayOn(persist.RelayConfig{}, reg)
+	p.run(relay.Run)
+	p.bidInTurn(a.ID, 1, 101)
+	relay.Notify(a.ID)
+	waitRelayedBids(t, reg, 1)
+	before := looks.Load()
+	time.Sleep(window) // the window whose passes are counted
+	// 20+40+...+640 ms: 6 passes; a pass every 20 ms would be 75.
+	if n := looks.Load() - before; n > 15 {
+		t.Fatalf("an idle relay read the auction's cursors %d times in %v, want at most 15", n, window)
+	}
+}
+
+// countLooks counts the relay's reads of an auction's cursors on rdb: the
+// pipelines that read the newest entry of its log.
+func countLooks(rdb redis.UniversalClient, auctionID int64) *atomic.Int64 {
+	h := &lookCounter{log: redisstore.KeysOf(auctionID).Log}
+	rdb.AddHook(h)
+	return &h.n
+}
+
+type lookCounter struct {
+	log string
+	n   atomic.Int64
+}
+
+func (h *lookCounter) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *lookCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *lookCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if args := c.Args(); len(args) > 1 && c.Name() == "xrevrange" && args[1] == h.log {
+				h.n.Add(1)
+				break
+			}
+		}
+		return next(ctx, cmds)
 	}
 }

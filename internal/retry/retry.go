@@ -132,10 +132,15 @@ var ErrStop = errors.New("stop")
 type Loop struct {
 	Task     string        // for the log
 	Interval time.Duration // wait after a pass that left nothing to do; default 1s
-	Wake     <-chan struct{}
-	Backoff  Backoff
-	Log      *slog.Logger
-	LogEvery time.Duration
+	// MaxInterval, when above Interval, lets an idle loop slow down: each
+	// pass in a row that leaves nothing to do doubles the wait after it, up
+	// to MaxInterval. A wake-up or a pass with work starts again from
+	// Interval.
+	MaxInterval time.Duration
+	Wake        <-chan struct{}
+	Backoff     Backoff
+	Log         *slog.Logger
+	LogEvery    time.Duration
 	// OnError, when set, sees every failed pass (for a metric).
 	OnError func(error)
 	// Idle, when set, is how the loop waits after a pass that left nothing
@@ -156,6 +161,7 @@ type Loop struct {
 // simulated crash, say). Run returns nil when ctx ends.
 func (l *Loop) Run(ctx context.Context, pass func(ctx context.Context) (more bool, err error)) error {
 	streak := &Streak{Task: l.Task, Log: l.Log, LogEvery: l.LogEvery}
+	idle := newIdleWaits(cmp(l.Interval, time.Second), l.MaxInterval)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
@@ -183,17 +189,19 @@ func (l *Loop) Run(ctx context.Context, pass func(ctx context.Context) (more boo
 		streak.Succeed()
 		l.Backoff.Reset()
 		if more {
+			idle.reset()
 			continue
 		}
 		if l.Idle != nil {
 			l.Idle(ctx)
 			continue
 		}
-		timer.Reset(cmp(l.Interval, time.Second))
+		timer.Reset(idle.next())
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-l.Wake:
+			idle.reset()
 			if !timer.Stop() {
 				<-timer.C
 			}
@@ -202,3 +210,21 @@ func (l *Loop) Run(ctx context.Context, pass func(ctx context.Context) (more boo
 	}
 	return nil
 }
+
+// idleWaits are a Loop's waits after passes in a row that left nothing to
+// do: the first, then each twice the one before, up to most.
+type idleWaits struct{ first, most, wait time.Duration }
+
+func newIdleWaits(first, most time.Duration) *idleWaits {
+	return &idleWaits{first: first, most: max(first, most), wait: first}
+}
+
+// next returns the wait after one more idle pass.
+func (w *idleWaits) next() time.Duration {
+	d := w.wait
+	w.wait = min(2*d, w.most)
+	return d
+}
+
+// reset starts again from the first wait: there was work, or a wake-up.
+func (w *idleWaits) reset() { w.wait = w.first }

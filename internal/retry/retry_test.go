@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync/atomic"
@@ -120,5 +121,64 @@ func TestLoopMoreDespiteFailureSkipsBackoff(t *testing.T) {
 	}
 	if passes != len(results) || failures != 2 {
 		t.Fatalf("%d passes and %d failures counted before the deadline, want %d and 2", passes, failures, len(results))
+	}
+}
+
+// The waits after idle passes in a row double from Interval up to
+// MaxInterval, and start again from Interval after work or a wake-up.
+func TestIdleWaits(t *testing.T) {
+	const ms = time.Millisecond
+	cases := []struct {
+		name        string
+		first, most time.Duration
+		steps       string // n: one more idle pass; r: work or a wake-up
+		want        []time.Duration
+	}{
+		{"no MaxInterval: always Interval", 20 * ms, 0, "nnn", []time.Duration{20 * ms, 20 * ms, 20 * ms}},
+		{"MaxInterval below Interval: always Interval", 20 * ms, 5 * ms, "nn", []time.Duration{20 * ms, 20 * ms}},
+		{"doubles up to MaxInterval", 20 * ms, 100 * ms, "nnnnn", []time.Duration{20 * ms, 40 * ms, 80 * ms, 100 * ms, 100 * ms}},
+		{"work starts again", 20 * ms, time.Second, "nnnrnn", []time.Duration{20 * ms, 40 * ms, 80 * ms, 20 * ms, 40 * ms}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := newIdleWaits(c.first, c.most)
+			var got []time.Duration
+			for _, s := range c.steps {
+				if s == 'r' {
+					w.reset()
+				} else {
+					got = append(got, w.next())
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Fatalf("waits %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// An idle loop with MaxInterval slows down: in a window where a steady
+// 1 ms interval would make hundreds of passes, doubling waits make a few.
+// (TestLoopWakesAfterSuccess shows a wake-up cuts a wait short.)
+func TestLoopIdleSlowsDown(t *testing.T) {
+	const window = 300 * time.Millisecond
+	passes := make(chan struct{}, 1000)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l := Loop{Task: "test", Interval: time.Millisecond, MaxInterval: time.Hour, Log: quiet}
+		l.Run(ctx, func(context.Context) (bool, error) {
+			passes <- struct{}{}
+			return false, nil
+		})
+	}()
+	<-passes
+	time.Sleep(window) // the window whose passes are counted
+	cancel()
+	<-done
+	// 1+2+4+...+256 ms exceed the window: at most 9 more passes.
+	if n := len(passes); n > 9 {
+		t.Fatalf("%d idle passes in %v after the first, want at most 9", n, window)
 	}
 }
