@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"bidgate"
@@ -13,9 +14,11 @@ import (
 )
 
 // hot serializes bids of hot auctions in Redis: a bid is handed once, to
-// its auction's batcher, whose goroutine decides the batch in one script
-// call (which also publishes the new state, and on a single Redis server
-// takes the bidders' tokens first).
+// its lane's batcher, whose goroutine decides the waiting bids of each
+// auction in one script call (which also publishes the new state, and on a
+// single Redis server takes the bidders' tokens first). On a single server
+// every hot auction shares one lane, so that the calls of all of them go
+// in one round trip; on a Cluster each auction is a lane of its own.
 type hot struct {
 	rs      *redisstore.Store
 	db      pgstore.Querier
@@ -23,6 +26,7 @@ type hot struct {
 	cache   *priceCache
 	limiter *limiter
 	metrics *metrics
+	shared  bool // one lane for all: rs.Together()
 
 	onAccepted func(auctionID int64) // may be nil
 }
@@ -40,66 +44,122 @@ type hotOutcome struct {
 }
 
 func (h *hot) placeBid(ctx context.Context, r bidgate.BidRequest, limited bool) (bidgate.BidResult, error) {
-	o, err := h.batches.Do(ctx, r.AuctionID, hotRequest{BidRequest: r, limited: limited})
+	lane := r.AuctionID
+	if h.shared {
+		lane = 0
+	}
+	o, err := h.batches.Do(ctx, lane, hotRequest{BidRequest: r, limited: limited})
 	if err != nil {
 		return bidgate.BidResult{}, err
 	}
 	return o.res, o.err
 }
 
-// runBatch is the batcher's call for the waiting bids of one auction: the
-// bidders' token buckets, then one script run for the bids they allow,
-// loading the state from PostgreSQL first if Redis lacks it. On a single
-// Redis server the script takes the tokens itself: one round trip.
-func (h *hot) runBatch(ctx context.Context, auctionID int64, reqs []hotRequest) ([]hotOutcome, error) {
+// runBatch is the batcher's call for the waiting bids of one lane: the
+// bidders' token buckets, then one script call per auction for the bids
+// they allow, all in one round trip where the lane is shared. An auction
+// Redis lacks is loaded from PostgreSQL and tried again. On a single
+// Redis server the scripts take the tokens themselves.
+func (h *hot) runBatch(ctx context.Context, _ int64, reqs []hotRequest) ([]hotOutcome, error) {
 	out := make([]hotOutcome, len(reqs))
-	var limit redisstore.Limit
-	if !h.limiter.off() && h.rs.Together() {
-		// One round trip: the script takes the tokens too.
-		limit = redisstore.Limit{Rate: h.limiter.rate, Burst: h.limiter.burst, Take: make([]bool, len(reqs))}
-		for i, r := range reqs {
-			limit.Take[i] = h.takes(r)
+	together := !h.limiter.off() && h.rs.Together()
+	if !together {
+		if err := h.takeTokens(ctx, reqs, out); err != nil {
+			return nil, err
 		}
-	} else if err := h.takeTokens(ctx, reqs, out); err != nil {
-		return nil, err
 	}
-	allowed := make([]bidgate.BidRequest, 0, len(reqs))
+	// The allowed bids by auction, in order; at[b][k] is the request of
+	// batch b's k-th bid.
+	var batches []redisstore.Batch
+	var at [][]int
+	index := make(map[int64]int, 1)
 	for i, r := range reqs {
-		if out[i].err == nil {
-			allowed = append(allowed, r.BidRequest)
-		}
-	}
-	if len(allowed) == 0 {
-		return out, nil
-	}
-	start := time.Now()
-	sum, decided, err := h.rs.DecideLimitedBids(ctx, auctionID, allowed, limit)
-	if errors.Is(err, redisstore.ErrNoState) {
-		if err = h.load(ctx, auctionID); err == nil {
-			sum, decided, err = h.rs.DecideLimitedBids(ctx, auctionID, allowed, limit)
-		}
-	}
-	h.metrics.scriptDuration.Observe(time.Since(start).Seconds())
-	if err != nil {
-		return nil, err
-	}
-	accepted, closed := false, sum.Status == bidgate.StatusClosed
-	j := 0
-	for i := range reqs {
 		if out[i].err != nil {
 			continue
 		}
-		d := decided[j]
-		j++
-		out[i] = hotOutcome{res: d.Result, err: d.Err}
-		accepted = accepted || (d.Err == nil && !d.Result.Replayed)
-		closed = closed || errors.Is(d.Err, bidgate.ErrAuctionClosed)
+		b, ok := index[r.AuctionID]
+		if !ok {
+			b = len(batches)
+			index[r.AuctionID] = b
+			batches = append(batches, redisstore.Batch{AuctionID: r.AuctionID})
+			at = append(at, nil)
+			if together {
+				batches[b].Limit = redisstore.Limit{Rate: h.limiter.rate, Burst: h.limiter.burst}
+			}
+		}
+		batches[b].Reqs = append(batches[b].Reqs, r.BidRequest)
+		if together {
+			batches[b].Limit.Take = append(batches[b].Limit.Take, h.takes(r))
+		}
+		at[b] = append(at[b], i)
 	}
-	h.cache.update(auctionID, sum.SellerID, bidgate.FromCents(sum.PriceCents), bidgate.FromCents(sum.IncCents), closed)
+	if len(batches) == 0 {
+		return out, nil
+	}
+	start := time.Now()
+	decided := h.rs.DecideBatches(ctx, batches)
+	h.loadMissing(ctx, batches, decided)
+	h.metrics.scriptDuration.Observe(time.Since(start).Seconds())
+	for b, d := range decided {
+		for k, i := range at[b] {
+			if d.Err != nil {
+				out[i].err = d.Err
+				continue
+			}
+			out[i] = hotOutcome{res: d.Decisions[k].Result, err: d.Decisions[k].Err}
+		}
+		if d.Err == nil {
+			h.settled(batches[b].AuctionID, d)
+		}
+	}
+	return out, nil
+}
+
+// loadMissing loads, at once, the auctions Redis lacked (ErrNoState in
+// decided) from PostgreSQL, and decides their batches again in decided.
+func (h *hot) loadMissing(ctx context.Context, batches []redisstore.Batch, decided []redisstore.Decided) {
+	var missing []int
+	for b, d := range decided {
+		if errors.Is(d.Err, redisstore.ErrNoState) {
+			missing = append(missing, b)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	var again []redisstore.Batch
+	var where []int
+	var mu sync.Mutex
+	for _, b := range missing {
+		wg.Go(func() {
+			if err := h.load(ctx, batches[b].AuctionID); err != nil {
+				decided[b].Err = err
+				return
+			}
+			mu.Lock()
+			again, where = append(again, batches[b]), append(where, b)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for k, d := range h.rs.DecideBatches(ctx, again) {
+		decided[where[k]] = d
+	}
+}
+
+// settled updates the price cache with auctionID's state after a batch,
+// and tells onAccepted of accepted bids.
+func (h *hot) settled(auctionID int64, d redisstore.Decided) {
+	accepted, closed := false, d.Summary.Status == bidgate.StatusClosed
+	for _, x := range d.Decisions {
+		accepted = accepted || (x.Err == nil && !x.Result.Replayed)
+		closed = closed || errors.Is(x.Err, bidgate.ErrAuctionClosed)
+	}
+	h.cache.update(auctionID, d.Summary.SellerID, bidgate.FromCents(d.Summary.PriceCents), bidgate.FromCents(d.Summary.IncCents), closed)
 	if accepted && h.onAccepted != nil {
 		h.onAccepted(auctionID)
 	}
-	return out, nil
 }
 
 // takeTokens refuses, in out, the bids whose bidders are over their rate,

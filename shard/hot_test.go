@@ -113,6 +113,36 @@ func TestHotConcurrentBidsNeverLoseTheHighest(t *testing.T) {
 	}
 }
 
+// Storms on several hot auctions at once share their lane's script calls
+// on a single Redis server: none loses its highest bid or mixes up another's.
+func TestHotAuctionsStormTogether(t *testing.T) {
+	db, _ := testdb.New(t, 8)
+	s := newService(t, db, Config{})
+	for run := range 5 {
+		auctions := make([]bidgate.Auction, 4)
+		for i := range auctions {
+			auctions[i] = newHotAuction(t, s, "1000", "10", time.Hour, 0, time.Second)
+		}
+		var wg sync.WaitGroup
+		for _, a := range auctions {
+			wg.Go(func() { storm(t, s.PlaceBid, a.ID) })
+		}
+		wg.Wait()
+		for _, a := range auctions {
+			got, err := s.Auction(ctx, a.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			log := readLog(t, s.rdb, a.ID)
+			if !got.CurrentPrice.Equal(decimal.NewFromInt(3000)) || got.LeaderID != 200 || got.BidCount != int64(len(log)) {
+				t.Fatalf("run %d, auction %d: price %s leader %d after %d bids (log %d), want 3000 and 200", run, a.ID,
+					got.CurrentPrice, got.LeaderID, got.BidCount, len(log))
+			}
+			checkLog(t, log, a)
+		}
+	}
+}
+
 func TestHotScriptBranches(t *testing.T) {
 	db, _ := testdb.New(t, 4)
 	s := newService(t, db, Config{})
@@ -194,6 +224,36 @@ func TestHotScriptBranches(t *testing.T) {
 			!out[2].res.Replayed || out[2].res.Bid.Seq != 1 || !errors.Is(out[3].err, bidgate.ErrIdempotencyKeyReused) ||
 			out[4].err != nil || out[4].res.Bid.Seq != 2 {
 			t.Fatalf("batch outcomes: %+v", out)
+		}
+	})
+	t.Run("one call for several auctions, one of them lost", func(t *testing.T) {
+		b := newHotAuction(t, s, "100", "1", time.Hour, 0, time.Second)
+		c := newHotAuction(t, s, "200", "5", time.Hour, 0, time.Second)
+		d := newHotAuction(t, s, "300", "1", time.Hour, 0, time.Second)
+		if err := s.rdb.Del(ctx, redisstore.KeysOf(c.ID).State, redisstore.KeysOf(c.ID).Reqs).Err(); err != nil {
+			t.Fatal(err)
+		}
+		out, err := runBatch(s, 0, []bidgate.BidRequest{bid(b.ID, 1, "110"), bid(c.ID, 1, "203"), bid(d.ID, 1, "301"),
+			bid(b.ID, 2, "111"), bid(c.ID, 2, "205"), bid(d.ID, 2, "300")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []struct {
+			seq   int64
+			price string
+			err   error
+		}{{1, "110", nil}, {0, "", bidgate.ErrBidTooLow}, {1, "301", nil}, {2, "111", nil}, {1, "205", nil}, {0, "", bidgate.ErrBidTooLow}}
+		for i, w := range want {
+			o := out[i]
+			if w.err != nil {
+				if !errors.Is(o.err, w.err) {
+					t.Fatalf("bid %d: %+v, want %v", i, o, w.err)
+				}
+				continue
+			}
+			if o.err != nil || o.res.Bid.Seq != w.seq || !o.res.CurrentPrice.Equal(decimal.RequireFromString(w.price)) {
+				t.Fatalf("bid %d: %+v, want seq %d at %s", i, o, w.seq, w.price)
+			}
 		}
 	})
 	t.Run("missing state is loaded from PostgreSQL", func(t *testing.T) {
@@ -564,5 +624,37 @@ func TestHotGatherSharesAScriptCall(t *testing.T) {
 	wg.Wait()
 	if sum, count := testmetrics.Histogram(t, reg, "bidgate_hot_batch_size"); sum != 6 || count != 2 {
 		t.Fatalf("%v bids in %v script calls, want 6 in 2", sum, count)
+	}
+}
+
+// On a single Redis server the bids of several hot auctions that arrive
+// within --hot-gather of the last call share one round trip; on a Cluster
+// each auction calls on its own.
+func TestHotAuctionsShareARoundTrip(t *testing.T) {
+	db, _ := testdb.New(t, 4)
+	reg := prometheus.NewRegistry()
+	s := newServiceOn(t, db, Config{HotGather: 300 * time.Millisecond}, reg)
+	auctions := make([]bidgate.Auction, 4)
+	for i := range auctions {
+		auctions[i] = newHotAuction(t, s, "1000", "1", time.Hour, 0, time.Second)
+	}
+	if _, err := s.PlaceBid(ctx, bid(auctions[0].ID, 100, "1001")); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i, a := range auctions {
+		wg.Go(func() {
+			if _, err := s.PlaceBid(ctx, bid(a.ID, int64(101+i), "1100")); err != nil {
+				t.Errorf("bid on auction %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	calls := 2.0
+	if !s.rs.Together() {
+		calls = 5 // auctions[0]'s two, and one for each other auction
+	}
+	if sum, count := testmetrics.Histogram(t, reg, "bidgate_hot_batch_size"); sum != 5 || count != calls {
+		t.Fatalf("%v bids in %v round trips, want 5 in %v", sum, count, calls)
 	}
 }

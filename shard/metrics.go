@@ -24,7 +24,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		batchSize: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "bidgate_hot_batch_size",
-			Help:    "Bids decided per Redis script call on the hot path.",
+			Help:    "Bids decided per round trip of Redis script calls on the hot path (one call per auction in it).",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
 		}),
 		coldGroupSize: f.NewHistogram(prometheus.HistogramOpts{
@@ -34,7 +34,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		scriptDuration: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "bidgate_hot_script_duration_seconds",
-			Help:    "Latency of one hot-path batch script call.",
+			Help:    "Latency of one round trip of hot-path script calls.",
 			Buckets: []float64{.0001, .0002, .0005, .001, .002, .005, .01, .02, .05, .1},
 		}),
 		earlyRejects: f.NewCounter(prometheus.CounterOpts{

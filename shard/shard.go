@@ -27,15 +27,18 @@ import (
 
 // Config tunes a Service. Zero values take DefaultConfig's.
 type Config struct {
-	MaxBatch int // bids per hot script call (1 disables batching), at most MaxBatchLimit
-	// HotGather is the least time between two script calls of one hot
-	// auction while its bids keep coming (batch.Batchers.Gather): at a few
-	// hundred bids a second most calls would otherwise carry one or two
-	// bids, each call costing bidgate and Redis a round trip. A bid waits
-	// at most this long; negative disables.
-	HotGather   time.Duration
-	MaxQueue    int           // waiting bids per auction (hot or cold) before 503
-	BatchIdle   time.Duration // an idle auction's goroutine (hot or cold) exits after this
+	MaxBatch int // bids per hot round trip (1 disables batching), at most MaxBatchLimit
+	// HotGather is the least time between two round trips of one hot lane
+	// (all hot auctions on a single Redis server, one on a Cluster) while
+	// its bids keep coming (batch.Batchers.Gather): at a few hundred bids
+	// a second most round trips would otherwise carry one or two bids,
+	// each costing bidgate and Redis a round trip. A bid waits at most
+	// this long; negative disables.
+	HotGather time.Duration
+	// MaxQueue is the bids that may wait for a cold auction's turn, or in
+	// a hot lane, before 503.
+	MaxQueue    int
+	BatchIdle   time.Duration // an idle cold auction's or hot lane's goroutine exits after this
 	CacheMaxAge time.Duration // price cache entries older than this are ignored
 	RateLimit   float64       // bids per second per bidder; negative disables
 	RateBurst   int           // token bucket size
@@ -66,8 +69,8 @@ type Config struct {
 	Reads *pgstore.Reads
 }
 
-// MaxBatchLimit bounds Config.MaxBatch: a batch is one Redis script call,
-// which blocks the Redis shard for its whole run.
+// MaxBatchLimit bounds Config.MaxBatch: a batch's script calls block the
+// Redis shard while they run.
 const MaxBatchLimit = 4096
 
 // DefaultConfig is the one statement of the shard defaults: New fills a
@@ -175,7 +178,7 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, cfg Config, reg prometheus
 
 		storeTimeout: cfg.StoreTimeout,
 	}
-	s.hot = &hot{rs: rs, db: db, cache: cache, limiter: s.limiter, metrics: m, onAccepted: cfg.OnHotAccepted}
+	s.hot = &hot{rs: rs, db: db, cache: cache, limiter: s.limiter, metrics: m, shared: rs.Together(), onAccepted: cfg.OnHotAccepted}
 	s.hot.batches = batch.New(cfg.MaxBatch, cfg.MaxQueue, cfg.BatchIdle, s.hot.runBatch)
 	s.hot.batches.Observe = func(n int) { m.batchSize.Observe(float64(n)) }
 	s.hot.batches.Timeout = cfg.StoreTimeout

@@ -137,9 +137,9 @@ func (h *httpConfig) register(fs *settings.FlagSet) {
 func (c *config) registerShard(fs *settings.FlagSet) {
 	d := shard.DefaultConfig()
 	c.Shard = d
-	fs.IntVar(&c.Shard.MaxBatch, "hot-batch", d.MaxBatch, "bids per Redis script call on a hot auction (1 disables batching)")
-	fs.DurationVar(&c.Shard.HotGather, "hot-gather", d.HotGather, "least time between two Redis script calls of one busy hot auction: bids that arrive meanwhile share a call, each waiting at most this (negative disables)")
-	fs.IntVar(&c.Shard.MaxQueue, "hot-queue", d.MaxQueue, "bids that may wait on one auction before 503 (a hot auction's batch, a cold auction's turn)")
+	fs.IntVar(&c.Shard.MaxBatch, "hot-batch", d.MaxBatch, "bids per round trip of Redis script calls on the hot path (1 disables batching)")
+	fs.DurationVar(&c.Shard.HotGather, "hot-gather", d.HotGather, "least time between two round trips of a busy hot lane (a node's hot auctions on a single Redis server, one on a Cluster): bids that arrive meanwhile share one, each waiting at most this (negative disables)")
+	fs.IntVar(&c.Shard.MaxQueue, "hot-queue", d.MaxQueue, "bids that may wait before 503 for a cold auction's turn, or in a hot lane (a node's hot auctions on a single Redis server, one on a Cluster)")
 	fs.Float64Var(&c.Shard.RateLimit, "rate-limit", d.RateLimit, "bids per second per bidder, across all auctions (negative disables)")
 	fs.IntVar(&c.Shard.RateBurst, "rate-burst", d.RateBurst, "token bucket size per bidder")
 	fs.IntVar(&c.Shard.PromoteRate, "promote-rate", d.PromoteRate, "cold bids per second on one node that promote an auction to hot (negative disables)")

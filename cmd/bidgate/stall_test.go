@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,6 +18,7 @@ import (
 	"bidgate/internal/auth"
 	"bidgate/internal/testdb"
 	"bidgate/internal/testport"
+	"bidgate/internal/testredis"
 )
 
 // answer is what timedCall heard, and how long it took.
@@ -75,25 +75,6 @@ func timedCall(t *testing.T, method, url string, body any, header ...string) ans
 		node: resp.Header.Get("X-Bidgate-Node"), seq: doc.Seq, took: took}
 }
 
-// startRedis runs a redis-server of the test's own, without persistence,
-// and returns its address and process id.
-func startRedis(t *testing.T) (addr string, pid int) {
-	t.Helper()
-	server, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatal("redis-server is not installed")
-	}
-	port := testport.Free(t)
-	cmd := exec.Command(server, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	cmd.Dir = t.TempDir()
-	log, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	runProcess(t, "redis-server", cmd, log).await(t, "Ready to accept connections", 10*time.Second)
-	return testport.Loopback(port), cmd.Process.Pid
-}
-
 // bidOn places a bid of amount as bidder on auction at base.
 func bidOn(t *testing.T, base string, key *auth.SigningKey, auction, bidder int64, amount, idemKey string) answer {
 	t.Helper()
@@ -118,7 +99,8 @@ func createAuction(t *testing.T, base string, key *auth.SigningKey, hot bool) in
 // /readyz 503 within its own; once Redis wakes, the same key tells the
 // bid's outcome.
 func TestStalledRedisAnswersWithinTheBudget(t *testing.T) {
-	redisAddr, redisPID := startRedis(t)
+	rdb, redisPID := testredis.Server(t)
+	redisAddr := rdb.Options().Addr
 	_, dbURL := testdb.New(t, 2)
 	keyPath, key := devKey(t)
 	args, base := serveArgs(t, dbURL, keyPath, "--redis-addrs", redisAddr, "--rate-limit", "-1")

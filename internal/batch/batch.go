@@ -1,5 +1,5 @@
 // Package batch gathers concurrent requests for the same key into one call:
-// the hot bids of one auction into one script call, the token takes of one
+// the hot bids of one lane into one round trip, the token takes of one
 // lane, the bids one node forwards to another.
 package batch
 

@@ -96,30 +96,85 @@ func (s *Store) runDecision(ctx context.Context, script *redis.Script, keys []st
 	if err != nil {
 		return nil, err
 	}
-	run := func(eval func(redis.Pipeliner) *redis.Cmd) ([]any, int64, error) {
-		pipe := primary.Pipeline()
-		res := eval(pipe)
-		acked := pipe.Do(ctx, "WAIT", s.replication.Replicas, s.replication.Timeout.Milliseconds())
-		_, _ = pipe.Exec(ctx) // each command's own error is read below
-		v, err := res.Slice()
-		if err != nil {
-			return nil, 0, err
+	r := s.runDecisions(ctx, primary, script, []scriptCall{{keys: keys, args: args}})[0]
+	if r.err != nil {
+		s.reloadSlots(r.err)
+		return nil, unavailable(r.err) // MOVED here: the slot moved since MasterForKey
+	}
+	return r.v, nil
+}
+
+// scriptCall is one call of a script: its keys and arguments.
+type scriptCall struct {
+	keys []string
+	args []any
+}
+
+// scriptReply is one call's reply, or its error.
+type scriptReply struct {
+	v   []any
+	err error
+}
+
+// runDecisions runs script once per call in one pipeline on client (a
+// single server, or the primary that holds every call's keys), then WAIT
+// once when asked: runDecision for many calls. A
+// call's error is its own; a failed round trip fails them all. Calls that
+// find the script missing (a restarted server) run again with its source,
+// and only they: a decision must not be made twice.
+func (s *Store) runDecisions(ctx context.Context, client *redis.Client, script *redis.Script, calls []scriptCall) []scriptReply {
+	out := make([]scriptReply, len(calls))
+	pending := make([]int, len(calls))
+	for i := range pending {
+		pending[i] = i
+	}
+	for withSource := false; len(pending) > 0; withSource = true {
+		pipe := client.Pipeline()
+		cmds := make([]*redis.Cmd, len(pending))
+		for j, i := range pending {
+			if withSource {
+				cmds[j] = script.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
+			} else {
+				cmds[j] = script.EvalSha(ctx, pipe, calls[i].keys, calls[i].args...)
+			}
 		}
-		n, err := acked.Int64()
-		return v, n, err
+		var acked *redis.Cmd
+		if s.replication.Replicas > 0 {
+			acked = pipe.Do(ctx, "WAIT", s.replication.Replicas, s.replication.Timeout.Milliseconds())
+		}
+		_, _ = pipe.Exec(ctx) // each command's own error is read below
+		notReplicated := s.replicated(acked)
+		var missing []int
+		for j, i := range pending {
+			v, err := cmds[j].Slice()
+			switch {
+			case !withSource && redis.HasErrorPrefix(err, "NOSCRIPT"):
+				missing = append(missing, i)
+				continue
+			case err == nil && notReplicated != nil:
+				err = notReplicated
+			}
+			out[i] = scriptReply{v: v, err: err}
+		}
+		pending = missing
 	}
-	v, n, err := run(func(p redis.Pipeliner) *redis.Cmd { return script.EvalSha(ctx, p, keys, args...) })
-	if redis.HasErrorPrefix(err, "NOSCRIPT") {
-		v, n, err = run(func(p redis.Pipeliner) *redis.Cmd { return script.Eval(ctx, p, keys, args...) })
+	return out
+}
+
+// replicated says whether a WAIT's reply, acked, counts the replicas asked
+// for (nil: none were asked for), as ErrNotReplicated or WAIT's own error.
+func (s *Store) replicated(acked *redis.Cmd) error {
+	if acked == nil {
+		return nil
 	}
+	n, err := acked.Int64()
 	if err != nil {
-		s.reloadSlots(err)
-		return nil, unavailable(err) // MOVED here: the slot moved since MasterForKey
+		return err
 	}
 	if n < int64(s.replication.Replicas) {
-		return nil, unavailable(fmt.Errorf("%w: %d of %d within %v", ErrNotReplicated, n, s.replication.Replicas, s.replication.Timeout))
+		return fmt.Errorf("%w: %d of %d within %v", ErrNotReplicated, n, s.replication.Replicas, s.replication.Timeout)
 	}
-	return v, nil
+	return nil
 }
 
 // primaryFor is the client of the primary that holds key.

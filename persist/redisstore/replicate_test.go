@@ -38,6 +38,24 @@ func TestWaitForReplicas(t *testing.T) {
 	if err != nil || out[0].Err != nil || !out[0].Result.Replayed || out[0].Result.Bid.Seq != 1 {
 		t.Fatalf("the retry: %+v, %v", out, err)
 	}
+	// So do batches of several auctions, decided in one round trip.
+	b := scratch(t, plain)
+	batches := []redisstore.Batch{{AuctionID: a.ID, Reqs: []bidgate.BidRequest{
+		{AuctionID: a.ID, BidderID: 4, Amount: decimal.NewFromInt(160), RequestID: uuid.New()}}},
+		{AuctionID: b.ID, Reqs: []bidgate.BidRequest{{AuctionID: b.ID, BidderID: 4, Amount: decimal.NewFromInt(160), RequestID: uuid.New()}}}}
+	for i, x := range rs.DecideBatches(ctx, batches) {
+		switch {
+		case cluster && (x.Err != nil || x.Decisions[0].Err != nil):
+			t.Fatalf("batch %d on a cluster with replicas: %+v", i, x)
+		case !cluster && (!errors.Is(x.Err, bidgate.ErrUnavailable) || !errors.Is(x.Err, redisstore.ErrNotReplicated)):
+			t.Fatalf("batch %d with no replica: %v, want ErrUnavailable (not replicated)", i, x.Err)
+		}
+	}
+	for i, x := range plain.DecideBatches(ctx, batches) {
+		if x.Err != nil || x.Decisions[0].Err != nil || !x.Decisions[0].Result.Replayed {
+			t.Fatalf("batch %d retried: %+v", i, x)
+		}
+	}
 	// A buy-now waits too (this one is refused: a bid is in).
 	d, err := rs.BuyNow(ctx, bidgate.BidRequest{AuctionID: a.ID, BidderID: 3, BuyNow: true, RequestID: uuid.New()})
 	switch {

@@ -283,3 +283,62 @@ func BenchmarkLogEntries(b *testing.B) {
 		}
 	}
 }
+
+// DecideBatches decides each auction's batch as DecideLimitedBids does (in
+// one round trip on a single server): an auction Redis lacks fails its own
+// batch with ErrNoState and no other, and the same requests again are
+// replays.
+func TestDecideBatches(t *testing.T) {
+	rs := redisstore.New(testredis.Client(t))
+	a, b := scratch(t, rs), scratch(t, rs)
+	missing := int64(1<<52 + 2e12) // past scratch's ids
+	bid := func(auction, bidder int64, amount string) bidgate.BidRequest {
+		return bidgate.BidRequest{AuctionID: auction, BidderID: bidder, Amount: decimal.RequireFromString(amount), RequestID: uuid.New()}
+	}
+	batches := []redisstore.Batch{
+		{AuctionID: a.ID, Reqs: []bidgate.BidRequest{bid(a.ID, 2, "101"), bid(a.ID, 3, "105")}},
+		{AuctionID: missing, Reqs: []bidgate.BidRequest{bid(missing, 2, "500")}},
+		{AuctionID: b.ID, Reqs: []bidgate.BidRequest{bid(b.ID, 4, "50"), bid(b.ID, 5, "110")}},
+	}
+	for _, replayed := range []bool{false, true} {
+		got := rs.DecideBatches(ctx, batches)
+		if len(got) != 3 {
+			t.Fatalf("%d results for 3 batches", len(got))
+		}
+		accepted := func(d redisstore.Decision, seq int64) bool {
+			return d.Err == nil && d.Result.Replayed == replayed && d.Result.Bid.Seq == seq
+		}
+		if x := got[0]; x.Err != nil || !accepted(x.Decisions[0], 1) || !accepted(x.Decisions[1], 2) || x.Summary.PriceCents != 10500 {
+			t.Fatalf("replayed %v: auction a: %+v", replayed, x)
+		}
+		if !errors.Is(got[1].Err, redisstore.ErrNoState) {
+			t.Fatalf("replayed %v: the auction Redis lacks: %+v", replayed, got[1])
+		}
+		if x := got[2]; x.Err != nil || !errors.Is(x.Decisions[0].Err, bidgate.ErrBidTooLow) || !accepted(x.Decisions[1], 1) || x.Summary.Seq != 1 {
+			t.Fatalf("replayed %v: auction b: %+v", replayed, x)
+		}
+	}
+}
+
+// A server without the script (restarted, or its scripts flushed) is sent
+// its source for the calls that found it missing, and each bid is decided
+// once.
+func TestDecideBatchesLoadsTheScript(t *testing.T) {
+	rdb, _ := testredis.Server(t)
+	rs := redisstore.New(rdb)
+	a, b := scratch(t, rs), scratch(t, rs)
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, replayed := range []bool{false, true} {
+		got := rs.DecideBatches(ctx, []redisstore.Batch{
+			{AuctionID: a.ID, Reqs: []bidgate.BidRequest{{AuctionID: a.ID, BidderID: 2, Amount: decimal.NewFromInt(101), RequestID: uuid.NameSpaceDNS}}},
+			{AuctionID: b.ID, Reqs: []bidgate.BidRequest{{AuctionID: b.ID, BidderID: 3, Amount: decimal.NewFromInt(102), RequestID: uuid.NameSpaceURL}}},
+		})
+		for i, x := range got {
+			if x.Err != nil || x.Decisions[0].Err != nil || x.Decisions[0].Result.Replayed != replayed || x.Decisions[0].Result.Bid.Seq != 1 {
+				t.Fatalf("replayed %v: batch %d: %+v", replayed, i, x)
+			}
+		}
+	}
+}
