@@ -26,7 +26,6 @@ type hot struct {
 	cache   *priceCache
 	limiter *limiter
 	metrics *metrics
-	shared  bool // one lane for all: rs.Together()
 
 	onAccepted func(auctionID int64) // may be nil
 }
@@ -45,8 +44,8 @@ type hotOutcome struct {
 
 func (h *hot) placeBid(ctx context.Context, r bidgate.BidRequest, limited bool) (bidgate.BidResult, error) {
 	lane := r.AuctionID
-	if h.shared {
-		lane = 0
+	if h.rs.Together() {
+		lane = 0 // one lane for all
 	}
 	o, err := h.batches.Do(ctx, lane, hotRequest{BidRequest: r, limited: limited})
 	if err != nil {
@@ -128,21 +127,17 @@ func (h *hot) loadMissing(ctx context.Context, batches []redisstore.Batch, decid
 		return
 	}
 	var wg sync.WaitGroup
-	var again []redisstore.Batch
-	var where []int
-	var mu sync.Mutex
 	for _, b := range missing {
-		wg.Go(func() {
-			if err := h.load(ctx, batches[b].AuctionID); err != nil {
-				decided[b].Err = err
-				return
-			}
-			mu.Lock()
-			again, where = append(again, batches[b]), append(where, b)
-			mu.Unlock()
-		})
+		wg.Go(func() { decided[b].Err = h.load(ctx, batches[b].AuctionID) })
 	}
 	wg.Wait()
+	var again []redisstore.Batch
+	var where []int
+	for _, b := range missing {
+		if decided[b].Err == nil {
+			again, where = append(again, batches[b]), append(where, b)
+		}
+	}
 	for k, d := range h.rs.DecideBatches(ctx, again) {
 		decided[where[k]] = d
 	}

@@ -178,7 +178,7 @@ func New(db *pgxpool.Pool, rdb redis.UniversalClient, cfg Config, reg prometheus
 
 		storeTimeout: cfg.StoreTimeout,
 	}
-	s.hot = &hot{rs: rs, db: db, cache: cache, limiter: s.limiter, metrics: m, shared: rs.Together(), onAccepted: cfg.OnHotAccepted}
+	s.hot = &hot{rs: rs, db: db, cache: cache, limiter: s.limiter, metrics: m, onAccepted: cfg.OnHotAccepted}
 	s.hot.batches = batch.New(cfg.MaxBatch, cfg.MaxQueue, cfg.BatchIdle, s.hot.runBatch)
 	s.hot.batches.Observe = func(n int) { m.batchSize.Observe(float64(n)) }
 	s.hot.batches.Timeout = cfg.StoreTimeout
